@@ -1,0 +1,142 @@
+#include "convgraph/backends/conv_problem.hpp"
+
+#include <sstream>
+
+#include "convgraph/core/error.hpp"
+
+namespace convgraph {
+
+std::string_view direction_name(ConvDirection d) {
+  switch (d) {
+    case ConvDirection::forward: return "fwd";
+    case ConvDirection::grad_inputs: return "bwd_data";
+    case ConvDirection::grad_weights: return "bwd_filter";
+  }
+  return "?";
+}
+
+namespace {
+std::string shape_str(const std::vector<std::int64_t>& v) {
+  std::ostringstream os;
+  os << '(';
+  for (std::size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
+  os << ')';
+  return os.str();
+}
+}  // namespace
+
+ConvProblem ConvProblem::make(ConvDirection dir, const ConvParams& params,
+                              const std::vector<std::int64_t>& x, const std::vector<std::int64_t>& w,
+                              DType dtype, std::string_view op) {
+  const ConvParams p = params.normalized(op);
+  const auto rank = static_cast<std::size_t>(p.ndim + 2);
+  if (x.size() != rank)
+    throw ShapeError(msg(op, ": input must have rank ", rank, " (batch, channels, ", p.ndim,
+                         " spatial), got shape ", shape_str(x)));
+  if (w.size() != rank)
+    throw ShapeError(msg(op, ": filters must have rank ", rank, " (out channels, in channels/groups, ",
+                         p.ndim, " spatial), got shape ", shape_str(w)));
+  for (std::size_t i = 0; i < rank; ++i) {
+    if (x[i] < 1) throw ShapeError(msg(op, ": input shape ", shape_str(x), " must be fully known and positive"));
+    if (w[i] < 1) throw ShapeError(msg(op, ": filter shape ", shape_str(w), " must be fully known and positive"));
+  }
+  ConvProblem q;
+  q.direction = dir;
+  q.ndim = p.ndim;
+  q.N = x[0];
+  q.C = x[1];
+  q.K = w[0];
+  q.G = p.groups;
+  if (q.C % q.G != 0)
+    throw ShapeError(msg(op, ": input channels ", q.C, " (input shape ", shape_str(x),
+                         ") are not divisible by num_groups ", q.G));
+  if (q.K % q.G != 0)
+    throw ShapeError(msg(op, ": filter count ", q.K, " (filter shape ", shape_str(w),
+                         ") is not divisible by num_groups ", q.G));
+  if (w[1] != q.C / q.G)
+    throw ShapeError(msg(op, ": filters expect ", w[1], " input channels per group but the input has ",
+                         q.C, " channels in ", q.G, " group(s) (input ", shape_str(x), ", filters ",
+                         shape_str(w), ")"));
+  for (int a = 0; a < p.ndim; ++a) {
+    const auto ua = static_cast<std::size_t>(a);
+    q.in[ua] = x[ua + 2];
+    q.kernel[ua] = w[ua + 2];
+    q.stride[ua] = p.stride[ua];
+    q.dilation[ua] = p.dilation[ua];
+    auto [p0, p1] = p.border.axis_pads(a, q.dilated_kernel(a));
+    q.pad_pre[ua] = p0;
+    q.pad_post[ua] = p1;
+    const std::int64_t span = q.in[ua] + p0 + p1 - q.dilated_kernel(a);
+    if (span < 0)
+      throw ShapeError(msg(op, ": output size of spatial axis ", a, " would be below 1: input ", q.in[ua],
+                           " + padding ", p0, "+", p1, " is smaller than the dilated kernel ",
+                           q.dilated_kernel(a), " (input ", shape_str(x), ", filters ", shape_str(w),
+                           ", ", p.to_string(), ")"));
+    q.out[ua] = span / q.stride[ua] + 1;
+  }
+  q.flip = p.filter_flip;
+  q.dtype = dtype;
+  q.compute = p.compute_dtype.value_or(dtype);
+  return q;
+}
+
+std::vector<std::int64_t> ConvProblem::x_shape() const {
+  std::vector<std::int64_t> s{N, C};
+  for (int a = 0; a < ndim; ++a) s.push_back(in[static_cast<std::size_t>(a)]);
+  return s;
+}
+std::vector<std::int64_t> ConvProblem::w_shape() const {
+  std::vector<std::int64_t> s{K, C / G};
+  for (int a = 0; a < ndim; ++a) s.push_back(kernel[static_cast<std::size_t>(a)]);
+  return s;
+}
+std::vector<std::int64_t> ConvProblem::y_shape() const {
+  std::vector<std::int64_t> s{N, K};
+  for (int a = 0; a < ndim; ++a) s.push_back(out[static_cast<std::size_t>(a)]);
+  return s;
+}
+
+namespace {
+std::int64_t prod(const Axes3& v, int n) {
+  std::int64_t r = 1;
+  for (int a = 0; a < n; ++a) r *= v[static_cast<std::size_t>(a)];
+  return r;
+}
+}  // namespace
+
+std::int64_t ConvProblem::kernel_numel() const { return prod(kernel, ndim); }
+std::int64_t ConvProblem::in_numel() const { return prod(in, ndim); }
+std::int64_t ConvProblem::out_numel() const { return prod(out, ndim); }
+std::int64_t ConvProblem::x_numel() const { return N * C * in_numel(); }
+std::int64_t ConvProblem::w_numel() const { return K * (C / G) * kernel_numel(); }
+std::int64_t ConvProblem::y_numel() const { return N * K * out_numel(); }
+
+double ConvProblem::flops() const {
+  return 2.0 * static_cast<double>(N) * static_cast<double>(K) * static_cast<double>(C / G) *
+         static_cast<double>(kernel_numel()) * static_cast<double>(out_numel());
+}
+
+std::string ConvProblem::key() const {
+  std::ostringstream os;
+  auto axes = [&](const Axes3& v) {
+    for (int a = 0; a < ndim; ++a) os << (a ? "x" : "") << v[static_cast<std::size_t>(a)];
+  };
+  os << direction_name(direction) << " nd" << ndim << " g" << G << " mb" << N << " ic" << C << " oc" << K
+     << " i";
+  axes(in);
+  os << " k";
+  axes(kernel);
+  os << " s";
+  axes(stride);
+  os << " d";
+  axes(dilation);
+  os << " p";
+  axes(pad_pre);
+  os << "-";
+  axes(pad_post);
+  os << (flip ? " conv " : " xcorr ") << dtype_name(dtype) << "/" << dtype_name(compute);
+  if (workspace_limit != std::numeric_limits<std::size_t>::max()) os << " ws" << workspace_limit;
+  return os.str();
+}
+
+}  // namespace convgraph

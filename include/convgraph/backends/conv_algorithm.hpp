@@ -1,0 +1,75 @@
+#pragma once
+/// The one interface every concrete convolution implements (DESIGN.md, "Implementations"),
+/// and the ordered registry the optimizer and the meta-optimizer select from.
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "convgraph/backends/conv_problem.hpp"
+#include "convgraph/core/device.hpp"
+#include "convgraph/core/error.hpp"
+
+namespace convgraph {
+
+class ThreadPool;
+
+/// The three operands of a convolution, named as in cuDNN. The direction decides which
+/// one is written: y for forward, x for grad_inputs (x = dx, y = dy), w for grad_weights
+/// (w = dw, y = dy). All are dense row-major in ConvProblem's dtype, on the algorithm's
+/// device. The written operand is fully overwritten (never accumulated into).
+struct ConvTensors {
+  void* x = nullptr;
+  void* w = nullptr;
+  void* y = nullptr;
+};
+
+/// Where and with what an algorithm runs: a thread pool (CPU), a stream (CUDA), and
+/// a workspace of at least workspace_bytes(problem) bytes, 64-byte aligned.
+struct ConvContext {
+  ThreadPool* pool = nullptr;
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
+  void* stream = nullptr;  ///< cudaStream_t on CUDA
+};
+
+class ConvAlgorithm {
+ public:
+  virtual ~ConvAlgorithm() = default;
+  /// Unique name, e.g. "cpu.corrmm", "cuda.cudnn.fwd.implicit_precomp_gemm".
+  virtual std::string name() const = 0;
+  virtual DeviceKind device() const = 0;
+  /// Tags that flags select on, e.g. {"conv_gemm", "fast_run", "fast_compile"}.
+  virtual std::vector<std::string> tags() const = 0;
+  /// Cheap check: ok, or why this algorithm does not handle the problem.
+  virtual Status applicable(const ConvProblem& p) const = 0;
+  /// Scratch memory run() needs, honouring p.workspace_limit where the algorithm can chunk.
+  virtual std::size_t workspace_bytes(const ConvProblem& p) const { (void)p; return 0; }
+  /// Computes the direction's output. Must not allocate more than small bookkeeping.
+  virtual void run(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) const = 0;
+  /// Bumped when results or speed change, so tuning-cache entries are invalidated.
+  virtual int version() const { return 1; }
+};
+
+/// Ordered list of algorithms; order is default priority, best first (oneDNN's impl list).
+class AlgorithmRegistry {
+ public:
+  /// Adds an algorithm; throws ValueError when the name is already registered.
+  void add(std::shared_ptr<const ConvAlgorithm> algo);
+  const std::vector<std::shared_ptr<const ConvAlgorithm>>& all() const { return algos_; }
+  /// nullptr when unknown.
+  const ConvAlgorithm* find(std::string_view name) const;
+  /// The process-wide registry holding every built-in algorithm (CPU, and CUDA when built).
+  static const AlgorithmRegistry& builtin();
+
+ private:
+  std::vector<std::shared_ptr<const ConvAlgorithm>> algos_;
+};
+
+/// Explicit registration (no static initialisers): the call order in register_all.cpp
+/// is the priority order.
+void register_cpu_conv_algorithms(AlgorithmRegistry& r);
+void register_cuda_conv_algorithms(AlgorithmRegistry& r);  ///< no-op without CUDA
+
+}  // namespace convgraph

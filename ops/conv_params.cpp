@@ -1,0 +1,233 @@
+#include "convgraph/ops/conv_params.hpp"
+
+#include <sstream>
+
+#include "convgraph/core/error.hpp"
+
+namespace convgraph {
+
+namespace {
+constexpr bool known(std::int64_t v) { return v >= 0; }
+
+std::string join(const std::vector<std::int64_t>& v) {
+  std::ostringstream os;
+  os << '(';
+  for (std::size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
+  os << ')';
+  return os.str();
+}
+
+std::int64_t axis_value(const std::vector<std::int64_t>& v, std::size_t axis) {
+  return v.empty() ? 1 : v.at(axis);
+}
+}  // namespace
+
+BorderMode::BorderMode(std::string_view mode) {
+  if (mode == "valid") kind = BorderKind::valid;
+  else if (mode == "full") kind = BorderKind::full;
+  else if (mode == "half" || mode == "same") kind = BorderKind::half;
+  else
+    throw ValueError(msg("border_mode: unknown mode '", mode,
+                         "'; valid: 'valid', 'full', 'half' (alias 'same'), an int, per-axis "
+                         "ints or per-axis (pre, post) pairs"));
+}
+
+BorderMode::BorderMode(std::initializer_list<std::int64_t> per_axis)
+    : kind(BorderKind::explicit_pads) {
+  for (auto p : per_axis) pads.emplace_back(p, p);
+}
+
+std::pair<std::int64_t, std::int64_t> BorderMode::axis_pads(int axis, std::int64_t dk) const {
+  switch (kind) {
+    case BorderKind::valid: return {0, 0};
+    case BorderKind::full: return known(dk) ? std::pair{dk - 1, dk - 1} : std::pair{kUnknown, kUnknown};
+    case BorderKind::half: return known(dk) ? std::pair{dk / 2, dk / 2} : std::pair{kUnknown, kUnknown};
+    case BorderKind::explicit_pads:
+      return pads.size() == 1 ? pads[0] : pads.at(static_cast<std::size_t>(axis));
+  }
+  return {0, 0};
+}
+
+std::string BorderMode::to_string() const {
+  switch (kind) {
+    case BorderKind::valid: return "valid";
+    case BorderKind::full: return "full";
+    case BorderKind::half: return "half";
+    case BorderKind::explicit_pads: break;
+  }
+  std::ostringstream os;
+  os << '(';
+  for (std::size_t i = 0; i < pads.size(); ++i) {
+    if (i) os << ", ";
+    if (pads[i].first == pads[i].second) os << pads[i].first;
+    else os << '(' << pads[i].first << ", " << pads[i].second << ')';
+  }
+  os << ')';
+  return os.str();
+}
+
+ConvParams ConvParams::normalized(std::string_view op) const {
+  ConvParams p = *this;
+  if (ndim < 1 || ndim > 3)
+    throw ValueError(msg(op, ": number of spatial dimensions must be 1, 2 or 3, got ", ndim));
+  const auto n = static_cast<std::size_t>(ndim);
+  auto fill = [&](std::vector<std::int64_t>& v, const char* what) {
+    if (v.empty()) v.assign(n, 1);
+    if (v.size() != n)
+      throw ValueError(msg(op, ": ", what, " must have ", ndim, " entries (one per spatial axis), got ",
+                           v.size(), " ", join(v)));
+    for (auto x : v)
+      if (x < 1) throw ValueError(msg(op, ": ", what, " must be >= 1 on every axis, got ", join(v)));
+  };
+  fill(p.stride, "subsample (stride)");
+  fill(p.dilation, "filter_dilation");
+  if (groups < 1) throw ValueError(msg(op, ": num_groups must be >= 1, got ", groups));
+  if (p.border.kind == BorderKind::explicit_pads) {
+    auto& pads = p.border.pads;
+    if (pads.size() == 1) pads.assign(n, pads[0]);
+    if (pads.size() != n)
+      throw ValueError(msg(op, ": border_mode ", border.to_string(), " must have ", ndim,
+                           " entries (one per spatial axis), got ", pads.size()));
+    for (auto [a, b] : pads)
+      if (a < 0 || b < 0)
+        throw ValueError(msg(op, ": border_mode must be >= 0 on every axis, got ", border.to_string()));
+    bool all_zero = true;
+    for (auto [a, b] : pads) all_zero = all_zero && a == 0 && b == 0;
+    if (all_zero) p.border = BorderMode("valid");  // Theano normalises (0, 0) to 'valid'
+  }
+  return p;
+}
+
+std::string ConvParams::to_string() const {
+  std::ostringstream os;
+  os << "border=" << border.to_string() << " subsample=" << join(stride)
+     << " dilation=" << join(dilation) << " flip=" << (filter_flip ? "true" : "false")
+     << " groups=" << groups;
+  if (compute_dtype) os << " compute=" << dtype_name(*compute_dtype);
+  if (!allow_fft) os << " no_fft";
+  if (request_fft) os << " fft";
+  return os.str();
+}
+
+std::int64_t conv_output_size(std::int64_t i, std::int64_t k, std::int64_t s, std::int64_t d,
+                              std::int64_t p0, std::int64_t p1) {
+  if (!known(i) || !known(k) || !known(p0) || !known(p1)) return kUnknown;
+  const std::int64_t dk = (k - 1) * d + 1;
+  const std::int64_t num = i + p0 + p1 - dk;
+  // Python floor division: a negative numerator must round down.
+  const std::int64_t q = num >= 0 ? num / s : -((-num + s - 1) / s);
+  return q + 1;
+}
+
+std::int64_t get_conv_shape_1axis(std::int64_t image, std::int64_t kernel, const BorderMode& border,
+                                  int axis, std::int64_t subsample, std::int64_t dilation) {
+  if (!known(kernel) || !known(image)) return kUnknown;
+  const std::int64_t dk = (kernel - 1) * dilation + 1;
+  auto [p0, p1] = border.axis_pads(axis, dk);
+  if (border.kind == BorderKind::explicit_pads && (p0 < 0 || p1 < 0))
+    throw ValueError(msg("get_conv_shape_1axis: border_mode must be >= 0, got ", border.to_string()));
+  return conv_output_size(image, kernel, subsample, dilation, p0, p1);
+}
+
+std::vector<std::int64_t> get_conv_output_shape(const std::vector<std::int64_t>& image,
+                                                const std::vector<std::int64_t>& kernel,
+                                                const BorderMode& border,
+                                                const std::vector<std::int64_t>& subsample,
+                                                const std::vector<std::int64_t>& dilation) {
+  if (image.size() < 3 || kernel.size() != image.size())
+    throw ShapeError(msg("get_conv_output_shape: image ", join(image), " and kernel ", join(kernel),
+                         " must have the same rank, 3 to 5"));
+  const std::size_t nd = image.size() - 2;
+  std::vector<std::int64_t> out{image[0], kernel[0]};
+  for (std::size_t a = 0; a < nd; ++a)
+    out.push_back(get_conv_shape_1axis(image[a + 2], kernel[a + 2], border, static_cast<int>(a),
+                                       axis_value(subsample, a), axis_value(dilation, a)));
+  return out;
+}
+
+std::int64_t get_conv_gradinputs_shape_1axis(std::int64_t kernel, std::int64_t top,
+                                             const BorderMode& border, int axis,
+                                             std::int64_t subsample, std::int64_t dilation) {
+  if (!known(kernel) || !known(top) || subsample != 1) return kUnknown;
+  const std::int64_t dk = (kernel - 1) * dilation + 1;
+  auto [p0, p1] = border.axis_pads(axis, dk);
+  if (!known(p0) || !known(p1)) return kUnknown;
+  return top + dk - 1 - p0 - p1;
+}
+
+std::vector<std::int64_t> get_conv_gradinputs_shape(const std::vector<std::int64_t>& kernel,
+                                                    const std::vector<std::int64_t>& top,
+                                                    const BorderMode& border,
+                                                    const std::vector<std::int64_t>& subsample,
+                                                    const std::vector<std::int64_t>& dilation,
+                                                    std::int64_t groups) {
+  if (top.size() < 3 || kernel.size() != top.size())
+    throw ShapeError(msg("get_conv_gradinputs_shape: kernel ", join(kernel), " and top ", join(top),
+                         " must have the same rank, 3 to 5"));
+  const std::size_t nd = top.size() - 2;
+  std::vector<std::int64_t> out{top[0], known(kernel[1]) ? kernel[1] * groups : kUnknown};
+  for (std::size_t a = 0; a < nd; ++a)
+    out.push_back(get_conv_gradinputs_shape_1axis(kernel[a + 2], top[a + 2], border, static_cast<int>(a),
+                                                  axis_value(subsample, a), axis_value(dilation, a)));
+  return out;
+}
+
+std::int64_t get_conv_gradweights_shape_1axis(std::int64_t image, std::int64_t top,
+                                              const BorderMode& border, int axis,
+                                              std::int64_t subsample, std::int64_t dilation) {
+  if (!known(image) || !known(top) || subsample != 1 || border.kind == BorderKind::half)
+    return kUnknown;
+  std::int64_t k;  // dilated extent minus one
+  if (border.kind == BorderKind::full) {
+    // o = i + dk - 1  =>  dk - 1 = o - i
+    k = top - image;
+  } else {
+    auto [p0, p1] = border.axis_pads(axis, 0);
+    k = image + p0 + p1 - top;
+  }
+  if (k < 0 || k % dilation != 0) return kUnknown;
+  return k / dilation + 1;
+}
+
+std::vector<std::int64_t> get_conv_gradweights_shape(const std::vector<std::int64_t>& image,
+                                                     const std::vector<std::int64_t>& top,
+                                                     const BorderMode& border,
+                                                     const std::vector<std::int64_t>& subsample,
+                                                     const std::vector<std::int64_t>& dilation,
+                                                     std::int64_t groups) {
+  if (top.size() < 3 || image.size() != top.size())
+    throw ShapeError(msg("get_conv_gradweights_shape: image ", join(image), " and top ", join(top),
+                         " must have the same rank, 3 to 5"));
+  const std::size_t nd = top.size() - 2;
+  std::vector<std::int64_t> out{top[1], known(image[1]) ? image[1] / groups : kUnknown};
+  for (std::size_t a = 0; a < nd; ++a)
+    out.push_back(get_conv_gradweights_shape_1axis(image[a + 2], top[a + 2], border, static_cast<int>(a),
+                                                   axis_value(subsample, a), axis_value(dilation, a)));
+  return out;
+}
+
+bool check_conv_gradinputs_shape(const std::vector<std::int64_t>& image,
+                                 const std::vector<std::int64_t>& kernel,
+                                 const std::vector<std::int64_t>& output, const BorderMode& border,
+                                 const std::vector<std::int64_t>& subsample,
+                                 const std::vector<std::int64_t>& dilation) {
+  const auto computed = get_conv_output_shape(image, kernel, border, subsample, dilation);
+  if (computed.size() != output.size()) return false;
+  for (std::size_t i = 0; i < output.size(); ++i)
+    if (known(output[i]) && known(computed[i]) && output[i] != computed[i]) return false;
+  return true;
+}
+
+void assert_conv_shape(const std::vector<std::int64_t>& shape, std::string_view op) {
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == kUnknown) continue;
+    if (i < 2 && shape[i] < 0)
+      throw ShapeError(msg(op, ": the convolution would produce an invalid shape (dim[", i, "]: ",
+                           shape[i], " < 0) in ", join(shape)));
+    if (i >= 2 && shape[i] <= 0)
+      throw ShapeError(msg(op, ": the convolution would produce an invalid shape (dim[", i, "]: ",
+                           shape[i], " <= 0) in ", join(shape)));
+  }
+}
+
+}  // namespace convgraph
