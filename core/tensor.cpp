@@ -1,0 +1,278 @@
+#include "convgraph/core/tensor.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+namespace convgraph {
+
+std::string_view device_name(DeviceKind d) { return d == DeviceKind::cpu ? "cpu" : "cuda"; }
+
+std::shared_ptr<Storage> allocate_host(std::size_t bytes) {
+  auto s = std::make_shared<Storage>();
+  const std::size_t rounded = (std::max<std::size_t>(bytes, 1) + 63) / 64 * 64;
+  s->data = std::aligned_alloc(64, rounded);
+  if (!s->data) throw MemoryError(msg("allocate_host: could not allocate ", bytes, " bytes"));
+  s->bytes = bytes;
+  s->device = DeviceKind::cpu;
+  s->deleter = [](void* p) { std::free(p); };
+  return s;
+}
+
+std::int64_t numel(const Shape& s) {
+  std::int64_t n = 1;
+  for (auto d : s) n *= d;
+  return n;
+}
+
+std::string shape_to_string(const Shape& s) {
+  std::ostringstream os;
+  os << '(';
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i) os << ", ";
+    if (s[i] < 0) os << '?';
+    else os << s[i];
+  }
+  if (s.size() == 1) os << ',';
+  os << ')';
+  return os.str();
+}
+
+Shape contiguous_strides(const Shape& s) {
+  Shape st(s.size());
+  std::int64_t acc = 1;
+  for (std::size_t i = s.size(); i-- > 0;) {
+    st[i] = acc;
+    acc *= s[i];
+  }
+  return st;
+}
+
+namespace {
+void check_shape(const Shape& shape, const char* who) {
+  for (auto d : shape)
+    if (d < 0) throw ShapeError(msg(who, ": shape ", shape_to_string(shape), " has a negative dimension"));
+  std::int64_t n = 1;
+  for (auto d : shape)
+    if (__builtin_mul_overflow(n, d, &n))
+      throw ShapeError(msg(who, ": shape ", shape_to_string(shape), " has more elements than fit in int64"));
+}
+
+template <class F>
+decltype(auto) dispatch(DType t, F&& f) {
+  switch (t) {
+    case DType::float32: return f(float{});
+    case DType::float64: return f(double{});
+    case DType::int32: return f(std::int32_t{});
+    case DType::int64: return f(std::int64_t{});
+    case DType::boolean: return f(bool{});
+    default: break;
+  }
+  throw TypeError(msg("Tensor: element access is not supported for dtype ", dtype_name(t),
+                      " on the host; cast to float32 first"));
+}
+}  // namespace
+
+Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
+  check_shape(shape_, "Tensor");
+  strides_ = contiguous_strides(shape_);
+  storage_ = allocate_host(static_cast<std::size_t>(numel()) * dtype_size(dtype_));
+}
+
+Tensor::Tensor(std::shared_ptr<Storage> storage, DType dtype, Shape shape, std::int64_t offset)
+    : storage_(std::move(storage)), dtype_(dtype), shape_(std::move(shape)), offset_(offset) {
+  check_shape(shape_, "Tensor");
+  strides_ = contiguous_strides(shape_);
+  const std::size_t need = static_cast<std::size_t>(offset_ + numel()) * dtype_size(dtype_);
+  if (!storage_ || storage_->bytes < need)
+    throw MemoryError(msg("Tensor: storage of ", storage_ ? storage_->bytes : 0, " bytes is too small for ",
+                          dtype_name(dtype_), shape_to_string(shape_), " at offset ", offset_));
+}
+
+Tensor Tensor::zeros(DType dtype, Shape shape) {
+  Tensor t(dtype, std::move(shape));
+  std::memset(t.raw(), 0, t.nbytes());
+  return t;
+}
+
+Tensor Tensor::full(DType dtype, Shape shape, double value) {
+  Tensor t(dtype, std::move(shape));
+  t.fill(value);
+  return t;
+}
+
+Tensor Tensor::from(const std::vector<double>& values, Shape shape, DType dtype) {
+  Tensor t(dtype, std::move(shape));
+  if (static_cast<std::int64_t>(values.size()) != t.numel())
+    throw ShapeError(msg("Tensor::from: ", values.size(), " values do not fill shape ", shape_to_string(t.shape_)));
+  for (std::size_t i = 0; i < values.size(); ++i) t.set(static_cast<std::int64_t>(i), values[i]);
+  return t;
+}
+
+Tensor Tensor::scalar(double value, DType dtype) { return from({value}, {}, dtype); }
+
+std::int64_t Tensor::dim(int axis) const {
+  const int r = rank();
+  const int a = axis < 0 ? axis + r : axis;
+  if (a < 0 || a >= r) throw ShapeError(msg("Tensor::dim: axis ", axis, " out of range for rank ", r));
+  return shape_[static_cast<std::size_t>(a)];
+}
+
+DeviceKind Tensor::device() const { return storage_ ? storage_->device : DeviceKind::cpu; }
+
+bool Tensor::is_contiguous() const { return strides_ == contiguous_strides(shape_) || numel() <= 1; }
+
+void* Tensor::raw() const {
+  if (!storage_) return nullptr;
+  return static_cast<char*>(storage_->data) + offset_ * static_cast<std::int64_t>(dtype_size(dtype_));
+}
+
+void Tensor::check_dtype(DType want) const {
+  if (want != dtype_)
+    throw TypeError(msg("Tensor: accessed as ", dtype_name(want), " but the tensor holds ", dtype_name(dtype_)));
+}
+
+std::int64_t Tensor::element_offset(std::initializer_list<std::int64_t> index) const {
+  if (static_cast<int>(index.size()) != rank())
+    throw ShapeError(msg("Tensor::at: ", index.size(), " indices for a rank-", rank(), " tensor"));
+  std::int64_t off = 0;
+  std::size_t i = 0;
+  for (auto v : index) {
+    if (v < 0 || v >= shape_[i])
+      throw ShapeError(msg("Tensor::at: index ", v, " out of range for axis ", i, " of size ", shape_[i]));
+    off += v * strides_[i++];
+  }
+  return off;
+}
+
+namespace {
+// Offset of the i-th element in row-major order of a strided view.
+std::int64_t strided_offset(std::int64_t i, const Shape& shape, const Shape& strides) {
+  std::int64_t off = 0;
+  for (std::size_t a = shape.size(); a-- > 0;) {
+    off += (i % shape[a]) * strides[a];
+    i /= shape[a];
+  }
+  return off;
+}
+}  // namespace
+
+double Tensor::get(std::int64_t i) const {
+  if (device() != DeviceKind::cpu) throw TypeError("Tensor::get: the tensor lives on a GPU; copy it to the host");
+  const std::int64_t off = is_contiguous() ? i : strided_offset(i, shape_, strides_);
+  return dispatch(dtype_, [&](auto z) { return static_cast<double>(static_cast<decltype(z)*>(raw())[off]); });
+}
+
+void Tensor::set(std::int64_t i, double v) {
+  if (device() != DeviceKind::cpu) throw TypeError("Tensor::set: the tensor lives on a GPU; copy it to the host");
+  const std::int64_t off = is_contiguous() ? i : strided_offset(i, shape_, strides_);
+  dispatch(dtype_, [&](auto z) {
+    static_cast<decltype(z)*>(raw())[off] = static_cast<decltype(z)>(v);
+    return 0;
+  });
+}
+
+std::vector<double> Tensor::to_vector() const {
+  std::vector<double> out(static_cast<std::size_t>(numel()));
+  for (std::int64_t i = 0; i < numel(); ++i) out[static_cast<std::size_t>(i)] = get(i);
+  return out;
+}
+
+Tensor Tensor::reshape(Shape shape) const {
+  std::int64_t known = 1;
+  int infer = -1;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      if (infer >= 0) throw ShapeError("Tensor::reshape: at most one dimension may be -1");
+      infer = static_cast<int>(i);
+    } else {
+      known *= shape[i];
+    }
+  }
+  if (infer >= 0 && known > 0) shape[static_cast<std::size_t>(infer)] = numel() / known;
+  if (convgraph::numel(shape) != numel())
+    throw ShapeError(msg("Tensor::reshape: cannot reshape ", shape_to_string(shape_), " (", numel(),
+                         " elements) to ", shape_to_string(shape)));
+  Tensor src = contiguous();
+  Tensor v = src;
+  v.shape_ = std::move(shape);
+  v.strides_ = contiguous_strides(v.shape_);
+  return v;
+}
+
+Tensor Tensor::permute(const std::vector<int>& axes) const {
+  if (static_cast<int>(axes.size()) != rank())
+    throw ShapeError(msg("Tensor::permute: ", axes.size(), " axes for a rank-", rank(), " tensor"));
+  std::vector<bool> seen(axes.size(), false);
+  Tensor v = *this;
+  for (std::size_t i = 0; i < axes.size(); ++i) {
+    const int a = axes[i];
+    if (a < 0 || a >= rank() || seen[static_cast<std::size_t>(a)])
+      throw ShapeError("Tensor::permute: axes must be a permutation of 0..rank-1");
+    seen[static_cast<std::size_t>(a)] = true;
+    v.shape_[i] = shape_[static_cast<std::size_t>(a)];
+    v.strides_[i] = strides_[static_cast<std::size_t>(a)];
+  }
+  return v;
+}
+
+Tensor Tensor::slice(int axis, std::int64_t begin, std::int64_t end, std::int64_t step) const {
+  const int a = axis < 0 ? axis + rank() : axis;
+  if (a < 0 || a >= rank()) throw ShapeError(msg("Tensor::slice: axis ", axis, " out of range for rank ", rank()));
+  if (step < 1) throw ValueError(msg("Tensor::slice: step must be >= 1, got ", step));
+  const auto ua = static_cast<std::size_t>(a);
+  const std::int64_t n = shape_[ua];
+  begin = std::clamp<std::int64_t>(begin < 0 ? begin + n : begin, 0, n);
+  end = std::clamp<std::int64_t>(end < 0 ? end + n : end, 0, n);
+  Tensor v = *this;
+  v.offset_ += begin * strides_[ua];
+  v.shape_[ua] = end > begin ? (end - begin + step - 1) / step : 0;
+  v.strides_[ua] = strides_[ua] * step;
+  return v;
+}
+
+Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+
+Tensor Tensor::clone() const {
+  Tensor t(dtype_, shape_);
+  t.copy_from(*this);
+  return t;
+}
+
+Tensor Tensor::astype(DType dtype) const {
+  if (dtype == dtype_) return *this;
+  Tensor t(dtype, shape_);
+  t.copy_from(*this);
+  return t;
+}
+
+void Tensor::copy_from(const Tensor& src) {
+  if (src.shape_ != shape_)
+    throw ShapeError(msg("Tensor::copy_from: source shape ", shape_to_string(src.shape_), " differs from ",
+                         shape_to_string(shape_)));
+  if (src.dtype_ == dtype_ && src.is_contiguous() && is_contiguous() && device() == DeviceKind::cpu &&
+      src.device() == DeviceKind::cpu) {
+    std::memcpy(raw(), src.raw(), nbytes());
+    return;
+  }
+  for (std::int64_t i = 0; i < numel(); ++i) set(i, src.get(i));
+}
+
+void Tensor::fill(double value) {
+  for (std::int64_t i = 0; i < numel(); ++i) set(i, value);
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape())
+    throw ShapeError(msg("max_abs_diff: shapes ", shape_to_string(a.shape()), " and ", shape_to_string(b.shape()), " differ"));
+  double m = 0;
+  for (std::int64_t i = 0; i < a.numel(); ++i) {
+    const double d = std::abs(a.get(i) - b.get(i));
+    if (d > m || d != d) m = d != d ? INFINITY : d;
+  }
+  return m;
+}
+
+}  // namespace convgraph

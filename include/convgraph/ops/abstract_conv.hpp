@@ -1,0 +1,50 @@
+#pragma once
+/// The abstract convolution op family: forward, grad w.r.t. inputs, grad w.r.t. weights,
+/// for 1, 2 or 3 spatial axes. They say *what* to compute; the optimizer lowers each one
+/// to a ConvAlgorithm. Operand order follows Theano:
+///   forward       (x, w)   -> y
+///   grad_inputs   (w, dy)  -> dx   (needs the input shape: stride > 1 is ambiguous)
+///   grad_weights  (x, dy)  -> dw   (needs the filter shape)
+#include <string>
+#include <vector>
+
+#include "convgraph/backends/conv_problem.hpp"
+#include "convgraph/core/graph.hpp"
+#include "convgraph/ops/conv_params.hpp"
+
+namespace convgraph {
+
+class AbstractConvOp : public Op {
+ public:
+  /// `target_shape`: for grad_inputs the full input shape (N, C, spatial...), for
+  /// grad_weights the full filter shape (K, C/G, spatial...), kUnknown where unknown;
+  /// ignored (empty) for forward. Params are normalized (throws ValueError).
+  AbstractConvOp(ConvDirection direction, ConvParams params, Shape target_shape = {});
+
+  ConvDirection direction() const { return direction_; }
+  const ConvParams& conv_params() const { return params_; }
+  const Shape& target_shape() const { return target_; }
+
+  /// The concrete problem for concrete input types (every dim known), in the
+  /// forward geometry: x (N, C, in...) and w (K, C/G, kernel...). Throws ShapeError.
+  ConvProblem problem(const std::vector<TensorType>& inputs) const;
+
+  std::string name() const override;  ///< "AbstractConv", "AbstractConvGradInputs", ...
+  std::string params() const override;
+  TensorType infer(const std::vector<TensorType>& inputs) const override;
+  std::vector<Var> grad(const std::vector<Var>& inputs, const Var& output,
+                        const Var& output_grad) const override;
+  bool is_abstract() const override { return true; }
+  /// Tags of the rewrites that can lower this node (for error messages).
+  std::vector<std::string> tags() const override;
+
+ private:
+  ConvDirection direction_;
+  ConvParams params_;
+  Shape target_;
+};
+
+/// The AbstractConvOp behind `v`, or nullptr.
+const AbstractConvOp* as_abstract_conv(const Var& v);
+
+}  // namespace convgraph

@@ -1,0 +1,72 @@
+#pragma once
+/// Elementwise arithmetic, comparisons and reductions: the DSL's numpy-like core.
+/// Binary ops broadcast numpy-style and promote dtypes; a C++ number operand becomes a
+/// constant of the other operand's dtype (so x * 2.0 stays float32).
+#include <vector>
+
+#include "convgraph/core/graph.hpp"
+
+namespace convgraph {
+
+// ---- elementwise ---------------------------------------------------------------
+Var operator+(const Var& a, const Var& b);
+Var operator-(const Var& a, const Var& b);
+Var operator*(const Var& a, const Var& b);
+Var operator/(const Var& a, const Var& b);
+Var operator-(const Var& a);
+Var operator+(const Var& a, double b);
+Var operator-(const Var& a, double b);
+Var operator*(const Var& a, double b);
+Var operator/(const Var& a, double b);
+Var operator+(double a, const Var& b);
+Var operator-(double a, const Var& b);
+Var operator*(double a, const Var& b);
+Var operator/(double a, const Var& b);
+
+Var pow(const Var& a, const Var& b);
+Var pow(const Var& a, double b);
+Var exp(const Var& x);
+Var log(const Var& x);
+Var sqrt(const Var& x);
+Var abs(const Var& x);
+Var sign(const Var& x);
+Var relu(const Var& x);
+Var sigmoid(const Var& x);
+Var tanh(const Var& x);
+Var maximum(const Var& a, const Var& b);
+Var minimum(const Var& a, const Var& b);
+
+// Comparisons give bool tensors and carry no gradient.
+Var lt(const Var& a, const Var& b);
+Var le(const Var& a, const Var& b);
+Var gt(const Var& a, const Var& b);
+Var ge(const Var& a, const Var& b);
+Var eq(const Var& a, const Var& b);
+Var ne(const Var& a, const Var& b);
+Var operator<(const Var& a, const Var& b);
+Var operator<=(const Var& a, const Var& b);
+Var operator>(const Var& a, const Var& b);
+Var operator>=(const Var& a, const Var& b);
+Var operator<(const Var& a, double b);
+Var operator>(const Var& a, double b);
+/// cond ? a : b elementwise, with broadcasting; cond must be bool.
+Var where(const Var& cond, const Var& a, const Var& b);
+/// Converts to another dtype (identity when equal).
+Var cast(const Var& x, DType dtype);
+
+// ---- reductions ----------------------------------------------------------------
+/// Axes may be negative; an empty list reduces over every axis.
+Var sum(const Var& x, std::vector<int> axes = {}, bool keepdims = false);
+Var mean(const Var& x, std::vector<int> axes = {}, bool keepdims = false);
+Var max(const Var& x, std::vector<int> axes = {}, bool keepdims = false);
+Var min(const Var& x, std::vector<int> axes = {}, bool keepdims = false);
+
+/// Sums `g` down to `like`'s shape over the axes broadcasting expanded (autodiff helper).
+Var sum_to(const Var& g, const TensorType& like);
+/// Broadcasts `x` to `like`'s (run-time) shape, e.g. for the gradient of a reduction.
+Var broadcast_like(const Var& x, const Var& like);
+/// A tensor of zeros / ones with x's type and run-time shape.
+Var zeros_like(const Var& x);
+Var ones_like(const Var& x);
+
+}  // namespace convgraph
