@@ -17,8 +17,29 @@ std::string join(const std::vector<std::int64_t>& v) {
   return os.str();
 }
 
-std::int64_t axis_value(const std::vector<std::int64_t>& v, std::size_t axis) {
-  return v.empty() ? 1 : v.at(axis);
+std::int64_t axis_value(const std::vector<std::int64_t>& v, std::size_t axis, const char* who,
+                        const char* what) {
+  if (v.empty()) return 1;
+  if (axis >= v.size())
+    throw ValueError(msg(who, ": ", what, " ", join(v), " has fewer entries than the ", axis + 1,
+                         " spatial axes of the shapes"));
+  return v[axis];
+}
+
+// Stride and dilation divide and multiply sizes: a value below 1 would divide by zero or
+// silently produce nonsense, so every helper rejects it up front.
+void check_factors(const char* who, std::int64_t subsample, std::int64_t dilation) {
+  if (subsample < 1) throw ValueError(msg(who, ": subsample (stride) must be >= 1, got ", subsample));
+  if (dilation < 1) throw ValueError(msg(who, ": filter_dilation must be >= 1, got ", dilation));
+}
+
+// Explicit pads of one axis, rejecting negative values (Theano: "border_mode must be >= 0").
+std::pair<std::int64_t, std::int64_t> checked_pads(const char* who, const BorderMode& border, int axis,
+                                                   std::int64_t dk) {
+  auto pads = border.axis_pads(axis, dk);
+  if (border.kind == BorderKind::explicit_pads && (pads.first < 0 || pads.second < 0))
+    throw ValueError(msg(who, ": border_mode must be >= 0, got ", border.to_string()));
+  return pads;
 }
 }  // namespace
 
@@ -43,7 +64,11 @@ std::pair<std::int64_t, std::int64_t> BorderMode::axis_pads(int axis, std::int64
     case BorderKind::full: return known(dk) ? std::pair{dk - 1, dk - 1} : std::pair{kUnknown, kUnknown};
     case BorderKind::half: return known(dk) ? std::pair{dk / 2, dk / 2} : std::pair{kUnknown, kUnknown};
     case BorderKind::explicit_pads:
-      return pads.size() == 1 ? pads[0] : pads.at(static_cast<std::size_t>(axis));
+      if (pads.size() == 1) return pads[0];
+      if (axis < 0 || static_cast<std::size_t>(axis) >= pads.size())
+        throw ValueError(msg("border_mode ", to_string(), " has ", pads.size(),
+                             " entries, but spatial axis ", axis, " was asked for"));
+      return pads[static_cast<std::size_t>(axis)];
   }
   return {0, 0};
 }
@@ -111,6 +136,7 @@ std::string ConvParams::to_string() const {
 
 std::int64_t conv_output_size(std::int64_t i, std::int64_t k, std::int64_t s, std::int64_t d,
                               std::int64_t p0, std::int64_t p1) {
+  check_factors("conv_output_size", s, d);
   if (!known(i) || !known(k) || !known(p0) || !known(p1)) return kUnknown;
   const std::int64_t dk = (k - 1) * d + 1;
   const std::int64_t num = i + p0 + p1 - dk;
@@ -121,11 +147,10 @@ std::int64_t conv_output_size(std::int64_t i, std::int64_t k, std::int64_t s, st
 
 std::int64_t get_conv_shape_1axis(std::int64_t image, std::int64_t kernel, const BorderMode& border,
                                   int axis, std::int64_t subsample, std::int64_t dilation) {
+  check_factors("get_conv_shape_1axis", subsample, dilation);
   if (!known(kernel) || !known(image)) return kUnknown;
   const std::int64_t dk = (kernel - 1) * dilation + 1;
-  auto [p0, p1] = border.axis_pads(axis, dk);
-  if (border.kind == BorderKind::explicit_pads && (p0 < 0 || p1 < 0))
-    throw ValueError(msg("get_conv_shape_1axis: border_mode must be >= 0, got ", border.to_string()));
+  auto [p0, p1] = checked_pads("get_conv_shape_1axis", border, axis, dk);
   return conv_output_size(image, kernel, subsample, dilation, p0, p1);
 }
 
@@ -141,16 +166,18 @@ std::vector<std::int64_t> get_conv_output_shape(const std::vector<std::int64_t>&
   std::vector<std::int64_t> out{image[0], kernel[0]};
   for (std::size_t a = 0; a < nd; ++a)
     out.push_back(get_conv_shape_1axis(image[a + 2], kernel[a + 2], border, static_cast<int>(a),
-                                       axis_value(subsample, a), axis_value(dilation, a)));
+                                       axis_value(subsample, a, "get_conv_output_shape", "subsample"),
+                                       axis_value(dilation, a, "get_conv_output_shape", "filter_dilation")));
   return out;
 }
 
 std::int64_t get_conv_gradinputs_shape_1axis(std::int64_t kernel, std::int64_t top,
                                              const BorderMode& border, int axis,
                                              std::int64_t subsample, std::int64_t dilation) {
+  check_factors("get_conv_gradinputs_shape_1axis", subsample, dilation);
   if (!known(kernel) || !known(top) || subsample != 1) return kUnknown;
   const std::int64_t dk = (kernel - 1) * dilation + 1;
-  auto [p0, p1] = border.axis_pads(axis, dk);
+  auto [p0, p1] = checked_pads("get_conv_gradinputs_shape_1axis", border, axis, dk);
   if (!known(p0) || !known(p1)) return kUnknown;
   return top + dk - 1 - p0 - p1;
 }
@@ -164,17 +191,22 @@ std::vector<std::int64_t> get_conv_gradinputs_shape(const std::vector<std::int64
   if (top.size() < 3 || kernel.size() != top.size())
     throw ShapeError(msg("get_conv_gradinputs_shape: kernel ", join(kernel), " and top ", join(top),
                          " must have the same rank, 3 to 5"));
+  if (groups < 1) throw ValueError(msg("get_conv_gradinputs_shape: num_groups must be >= 1, got ", groups));
   const std::size_t nd = top.size() - 2;
   std::vector<std::int64_t> out{top[0], known(kernel[1]) ? kernel[1] * groups : kUnknown};
   for (std::size_t a = 0; a < nd; ++a)
-    out.push_back(get_conv_gradinputs_shape_1axis(kernel[a + 2], top[a + 2], border, static_cast<int>(a),
-                                                  axis_value(subsample, a), axis_value(dilation, a)));
+    out.push_back(get_conv_gradinputs_shape_1axis(
+        kernel[a + 2], top[a + 2], border, static_cast<int>(a),
+        axis_value(subsample, a, "get_conv_gradinputs_shape", "subsample"),
+        axis_value(dilation, a, "get_conv_gradinputs_shape", "filter_dilation")));
   return out;
 }
 
 std::int64_t get_conv_gradweights_shape_1axis(std::int64_t image, std::int64_t top,
                                               const BorderMode& border, int axis,
                                               std::int64_t subsample, std::int64_t dilation) {
+  check_factors("get_conv_gradweights_shape_1axis", subsample, dilation);
+  if (border.kind == BorderKind::explicit_pads) (void)checked_pads("get_conv_gradweights_shape_1axis", border, axis, 0);
   if (!known(image) || !known(top) || subsample != 1 || border.kind == BorderKind::half)
     return kUnknown;
   std::int64_t k;  // dilated extent minus one
@@ -198,11 +230,14 @@ std::vector<std::int64_t> get_conv_gradweights_shape(const std::vector<std::int6
   if (top.size() < 3 || image.size() != top.size())
     throw ShapeError(msg("get_conv_gradweights_shape: image ", join(image), " and top ", join(top),
                          " must have the same rank, 3 to 5"));
+  if (groups < 1) throw ValueError(msg("get_conv_gradweights_shape: num_groups must be >= 1, got ", groups));
   const std::size_t nd = top.size() - 2;
   std::vector<std::int64_t> out{top[1], known(image[1]) ? image[1] / groups : kUnknown};
   for (std::size_t a = 0; a < nd; ++a)
-    out.push_back(get_conv_gradweights_shape_1axis(image[a + 2], top[a + 2], border, static_cast<int>(a),
-                                                   axis_value(subsample, a), axis_value(dilation, a)));
+    out.push_back(get_conv_gradweights_shape_1axis(
+        image[a + 2], top[a + 2], border, static_cast<int>(a),
+        axis_value(subsample, a, "get_conv_gradweights_shape", "subsample"),
+        axis_value(dilation, a, "get_conv_gradweights_shape", "filter_dilation")));
   return out;
 }
 
@@ -211,8 +246,9 @@ bool check_conv_gradinputs_shape(const std::vector<std::int64_t>& image,
                                  const std::vector<std::int64_t>& output, const BorderMode& border,
                                  const std::vector<std::int64_t>& subsample,
                                  const std::vector<std::int64_t>& dilation) {
+  // Theano answers False (rather than raising) for shapes of different ranks.
+  if (image.size() != kernel.size() || image.size() != output.size() || image.size() < 3) return false;
   const auto computed = get_conv_output_shape(image, kernel, border, subsample, dilation);
-  if (computed.size() != output.size()) return false;
   for (std::size_t i = 0; i < output.size(); ++i)
     if (known(output[i]) && known(computed[i]) && output[i] != computed[i]) return false;
   return true;

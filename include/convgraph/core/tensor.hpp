@@ -16,6 +16,8 @@
 namespace convgraph {
 
 using Shape = std::vector<std::int64_t>;
+/// A dimension whose size is not known when the graph is built (Theano's None).
+inline constexpr std::int64_t kUnknown = -1;
 
 /// A block of memory on one device, freed by its deleter.
 struct Storage {

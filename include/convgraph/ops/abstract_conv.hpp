@@ -5,6 +5,11 @@
 ///   forward       (x, w)   -> y
 ///   grad_inputs   (w, dy)  -> dx   (needs the input shape: stride > 1 is ambiguous)
 ///   grad_weights  (x, dy)  -> dw   (needs the filter shape)
+/// The grad ops take an optional third operand, a "shape source": only its run-time shape
+/// is read, to fill target dimensions unknown when the graph was built (Theano passes
+/// `bottom.shape[-2:]` symbolically). autodiff adds it only when the static shape of the
+/// differentiated operand has unknown dims; it carries no gradient. Kernels read inputs
+/// 0 and 1 only.
 #include <string>
 #include <vector>
 
@@ -28,6 +33,13 @@ class AbstractConvOp : public Op {
   /// The concrete problem for concrete input types (every dim known), in the
   /// forward geometry: x (N, C, in...) and w (K, C/G, kernel...). Throws ShapeError.
   ConvProblem problem(const std::vector<TensorType>& inputs) const;
+  /// 2 * N * K * (C/G) * prod(kernel) * prod(out) for concrete input types: the same
+  /// multiply-adds in every direction (Theano's flops(), for 1D/2D/3D).
+  double flops(const std::vector<TensorType>& inputs) const;
+  /// "AbstractConv" or "AbstractConv 'user name'": how error messages name this node.
+  std::string who() const;
+  /// The op name of a direction: "AbstractConv", "AbstractConvGradInputs", ...
+  static std::string op_name(ConvDirection direction);
 
   std::string name() const override;  ///< "AbstractConv", "AbstractConvGradInputs", ...
   std::string params() const override;

@@ -10,11 +10,10 @@
 #include <vector>
 
 #include "convgraph/core/dtype.hpp"
+#include "convgraph/core/tensor.hpp"  // Shape, kUnknown
 
 namespace convgraph {
 
-/// A dimension whose size is not known when the graph is built (Theano's None).
-inline constexpr std::int64_t kUnknown = -1;
 
 enum class BorderKind : std::uint8_t { valid, full, half, explicit_pads };
 

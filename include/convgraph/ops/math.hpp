@@ -61,8 +61,9 @@ Var mean(const Var& x, std::vector<int> axes = {}, bool keepdims = false);
 Var max(const Var& x, std::vector<int> axes = {}, bool keepdims = false);
 Var min(const Var& x, std::vector<int> axes = {}, bool keepdims = false);
 
-/// Sums `g` down to `like`'s shape over the axes broadcasting expanded (autodiff helper).
-Var sum_to(const Var& g, const TensorType& like);
+/// Sums `g` down to `like`'s (run-time) shape over the axes broadcasting expanded
+/// (autodiff helper; `like` only provides its shape).
+Var sum_to(const Var& g, const Var& like);
 /// Broadcasts `x` to `like`'s (run-time) shape, e.g. for the gradient of a reduction.
 Var broadcast_like(const Var& x, const Var& like);
 /// A tensor of zeros / ones with x's type and run-time shape.

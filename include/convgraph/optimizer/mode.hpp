@@ -4,7 +4,9 @@
 /// language of DESIGN.md ("device=cpu,optimizer_including=conv_fft,...", also read
 /// from the CONVGRAPH_FLAGS environment variable).
 #include <cstddef>
+#include <functional>
 #include <limits>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,6 +16,7 @@
 namespace convgraph {
 
 class AlgorithmRegistry;
+class MetaClock;  // optimizer/meta_optimizer.hpp
 
 struct Mode {
   std::string optimizer = "fast_run";     ///< "fast_run", "fast_compile" or "None"
@@ -26,11 +29,17 @@ struct Mode {
   int metaopt_verbose = 0;
   std::vector<std::string> metaopt_include;
   std::vector<std::string> metaopt_exclude;
-  std::string metaopt_cache;              ///< tuning cache file; empty = default location
+  std::string metaopt_cache;              ///< tuning cache file; empty = default location, "None" = off
+  double metaopt_budget = 10.0;           ///< seconds of timing per node (metaopt.budget)
   std::size_t workspace_limit = std::numeric_limits<std::size_t>::max();
   int threads = 0;                        ///< 0 = the default pool
   /// Algorithms to lower convolutions with; nullptr = AlgorithmRegistry::builtin().
   const AlgorithmRegistry* registry = nullptr;
+  /// Clock the meta-optimizer times candidates with; nullptr = std::chrono::steady_clock.
+  /// Tests inject a fake one to control which candidate looks fastest.
+  std::shared_ptr<MetaClock> metaopt_clock;
+  /// Where metaopt.verbose lines and optimizer warnings go; nullptr = std::cerr.
+  std::function<void(const std::string&)> log;
 
   static Mode fast_run();
   static Mode fast_compile();

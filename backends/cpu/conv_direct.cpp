@@ -1,0 +1,257 @@
+// "cpu.direct": convolution by direct loops, every direction and parameter, no workspace.
+//
+// Forward and grad-inputs share one row engine (direct_rows.hpp): a destination row of up to
+// kBlock channels is a sum over source channels and filter taps of weighted, contiguous (or
+// strided) source rows. Forward: destination = output row, sources = input channels.
+// Grad-inputs: destination = the input positions of one stride phase (i = r + s*j), sources =
+// output-gradient channels; choosing the phase makes the source read contiguous and every
+// tap's stride divisibility a per-phase constant. Grad-weights is a blocked dot product.
+#include <algorithm>
+#include <vector>
+
+#include "backends/cpu/conv_geometry.hpp"
+#include "backends/cpu/direct_rows.hpp"
+#include "convgraph/backends/cpu/algorithms.hpp"
+#include "convgraph/runtime/thread_pool.hpp"
+
+namespace convgraph::cpu {
+namespace {
+
+void parallel(const ConvContext& ctx, i64 n, const std::function<void(i64, i64)>& fn) {
+  if (ctx.pool != nullptr) ctx.pool->parallel_for(n, fn);
+  else fn(0, n);
+}
+
+// ---- forward --------------------------------------------------------------------------------
+
+template <class T, class A>
+void forward(const ConvGeometry& g, const T* x, const T* w, T* y, const ConvContext& ctx) {
+  const i64 nkb = (g.Kg + kBlock - 1) / kBlock;
+  const i64 rows = g.out[0] * g.out[1];
+  const i64 KS = g.ker_numel;
+  parallel(ctx, g.N * g.G * nkb * rows, [&](i64 begin, i64 end) {
+    RowJob<T> job;
+    // Column taps depend only on the geometry: build them once per chunk of rows.
+    for (i64 t2 = 0; t2 < g.ker[2]; ++t2) {
+      i64 lo, hi;
+      g.valid_out_range(2, t2, lo, hi);
+      if (lo < hi) job.col_taps.push_back({t2 * g.dil[2] - g.pad[2], g.wtap(2, t2), lo, hi});
+    }
+    job.J = g.out[2];
+    job.dst_cstride = g.out_numel;
+    job.dst_step = 1;
+    job.src_qstride = g.in_numel;
+    job.src_step = g.stride[2];
+    job.nq = g.Cg;
+    job.w_cstride = g.Cg * KS;
+    job.w_qstride = KS;
+    for (i64 idx = begin; idx < end; ++idx) {
+      const i64 row = idx % rows;
+      const i64 kb = (idx / rows) % nkb;
+      const i64 grp = (idx / rows / nkb) % g.G;
+      const i64 n = idx / rows / nkb / g.G;
+      const i64 o0 = row / g.out[1], o1 = row % g.out[1];
+      const i64 k0 = grp * g.Kg + kb * kBlock;
+      job.nb = std::min<i64>(kBlock, g.Kg - kb * kBlock);
+      job.dst = y + (n * g.K + k0) * g.out_numel + row * g.out[2];
+      job.src = x + (n * g.C + grp * g.Cg) * g.in_numel;
+      job.w = w + k0 * g.Cg * KS;
+      job.row_taps.clear();
+      for (i64 t0 = 0; t0 < g.ker[0]; ++t0) {
+        const i64 i0 = o0 * g.stride[0] - g.pad[0] + t0 * g.dil[0];
+        if (i0 < 0 || i0 >= g.in[0]) continue;
+        for (i64 t1 = 0; t1 < g.ker[1]; ++t1) {
+          const i64 i1 = o1 * g.stride[1] - g.pad[1] + t1 * g.dil[1];
+          if (i1 < 0 || i1 >= g.in[1]) continue;
+          job.row_taps.push_back(
+              {(i0 * g.in[1] + i1) * g.in[2], (g.wtap(0, t0) * g.ker[1] + g.wtap(1, t1)) * g.ker[2]});
+        }
+      }
+      run_row_job<T, A>(job);
+    }
+  });
+}
+
+// ---- grad inputs ----------------------------------------------------------------------------
+
+/// The output position whose tap reads input position i on one axis, or -1.
+inline i64 source_pos(i64 i, i64 t, i64 pad, i64 dil, i64 stride, i64 out) {
+  const i64 num = i + pad - t * dil;
+  if (num < 0 || num % stride != 0) return -1;
+  const i64 o = num / stride;
+  return o < out ? o : -1;
+}
+
+template <class T, class A>
+void grad_inputs(const ConvGeometry& g, T* dx, const T* w, const T* dy, const ConvContext& ctx) {
+  const i64 ncb = (g.Cg + kBlock - 1) / kBlock;
+  const i64 s2 = g.stride[2];
+  const i64 phases = std::min(s2, g.in[2]);
+  const i64 rows = g.in[0] * g.in[1] * phases;
+  const i64 KS = g.ker_numel;
+  parallel(ctx, g.N * g.G * ncb * rows, [&](i64 begin, i64 end) {
+    RowJob<T> job;
+    job.dst_cstride = g.in_numel;
+    job.dst_step = s2;
+    job.src_qstride = g.out_numel;
+    job.src_step = 1;
+    job.nq = g.Kg;
+    job.w_cstride = KS;
+    job.w_qstride = g.Cg * KS;
+    i64 built_phase = -1;
+    for (i64 idx = begin; idx < end; ++idx) {
+      const i64 r = idx % phases;
+      const i64 row = (idx / phases) % (g.in[0] * g.in[1]);
+      const i64 cb = (idx / rows) % ncb;
+      const i64 grp = (idx / rows / ncb) % g.G;
+      const i64 n = idx / rows / ncb / g.G;
+      const i64 i0 = row / g.in[1], i1 = row % g.in[1];
+      const i64 c0 = grp * g.Cg + cb * kBlock;
+      if (r != built_phase) {
+        // Positions i2 = r + s2 * j. Tap t2 reaches them iff (r + pad - t2 * dil) is a
+        // multiple of s2; it then reads output o2 = base + j.
+        job.J = (g.in[2] - r + s2 - 1) / s2;
+        job.col_taps.clear();
+        for (i64 t2 = 0; t2 < g.ker[2]; ++t2) {
+          const i64 num = r + g.pad[2] - t2 * g.dil[2];
+          if (floor_div(num, s2) * s2 != num) continue;
+          const i64 base = num / s2;
+          const i64 lo = std::max<i64>(0, -base), hi = std::min(job.J, g.out[2] - base);
+          if (lo < hi) job.col_taps.push_back({base, g.wtap(2, t2), lo, hi});
+        }
+        built_phase = r;
+      }
+      job.nb = std::min<i64>(kBlock, g.Cg - cb * kBlock);
+      job.dst = dx + (n * g.C + c0) * g.in_numel + row * g.in[2] + r;
+      job.src = dy + (n * g.K + grp * g.Kg) * g.out_numel;
+      job.w = w + grp * g.Kg * g.Cg * KS + (cb * kBlock) * KS;
+      job.row_taps.clear();
+      for (i64 t0 = 0; t0 < g.ker[0]; ++t0) {
+        const i64 o0 = source_pos(i0, t0, g.pad[0], g.dil[0], g.stride[0], g.out[0]);
+        if (o0 < 0) continue;
+        for (i64 t1 = 0; t1 < g.ker[1]; ++t1) {
+          const i64 o1 = source_pos(i1, t1, g.pad[1], g.dil[1], g.stride[1], g.out[1]);
+          if (o1 < 0) continue;
+          job.row_taps.push_back({(o0 * g.out[1] + o1) * g.out[2],
+                                  (g.wtap(0, t0) * g.ker[1] + g.wtap(1, t1)) * g.ker[2]});
+        }
+      }
+      run_row_job<T, A>(job);
+    }
+  });
+}
+
+// ---- grad weights ---------------------------------------------------------------------------
+
+/// dw[k, q, tap] for kBlock filters k and one input channel q: for every tap, a dot product
+/// of the output-gradient rows with the input rows that tap reads, over batch and positions.
+template <class T, class A, int KB>
+void grad_weights_block(const ConvGeometry& g, const T* x, T* dw, const T* dy, i64 grp, i64 k0,
+                        i64 q) {
+  constexpr int V = kLanes<A>;
+  const i64 KS = g.ker_numel;
+  const i64 s2 = g.stride[2];
+  for (i64 t0 = 0; t0 < g.ker[0]; ++t0)
+    for (i64 t1 = 0; t1 < g.ker[1]; ++t1)
+      for (i64 t2 = 0; t2 < g.ker[2]; ++t2) {
+        i64 lo0, hi0, lo1, hi1, lo2, hi2;
+        g.valid_out_range(0, t0, lo0, hi0);
+        g.valid_out_range(1, t1, lo1, hi1);
+        g.valid_out_range(2, t2, lo2, hi2);
+        const i64 off2 = t2 * g.dil[2] - g.pad[2];
+        A lanes[KB][V] = {};
+        A tail[KB] = {};
+        for (i64 n = 0; n < g.N; ++n) {
+          const T* xq = x + (n * g.C + grp * g.Cg + q) * g.in_numel;
+          const T* dyk = dy + (n * g.K + k0) * g.out_numel;
+          for (i64 o0 = lo0; o0 < hi0; ++o0)
+            for (i64 o1 = lo1; o1 < hi1; ++o1) {
+              const i64 i0 = o0 * g.stride[0] - g.pad[0] + t0 * g.dil[0];
+              const i64 i1 = o1 * g.stride[1] - g.pad[1] + t1 * g.dil[1];
+              const T* xr = xq + (i0 * g.in[1] + i1) * g.in[2];
+              const T* dr = dyk + (o0 * g.out[1] + o1) * g.out[2];
+              i64 o2 = lo2;
+              for (; o2 + V <= hi2; o2 += V) {
+                A xv[V];
+                for (int v = 0; v < V; ++v) xv[v] = static_cast<A>(xr[(o2 + v) * s2 + off2]);
+                for (int kk = 0; kk < KB; ++kk)
+                  for (int v = 0; v < V; ++v)
+                    lanes[kk][v] += static_cast<A>(dr[kk * g.out_numel + o2 + v]) * xv[v];
+              }
+              for (; o2 < hi2; ++o2) {
+                const A xv = static_cast<A>(xr[o2 * s2 + off2]);
+                for (int kk = 0; kk < KB; ++kk)
+                  tail[kk] += static_cast<A>(dr[kk * g.out_numel + o2]) * xv;
+              }
+            }
+        }
+        const i64 wt = (g.wtap(0, t0) * g.ker[1] + g.wtap(1, t1)) * g.ker[2] + g.wtap(2, t2);
+        for (int kk = 0; kk < KB; ++kk) {
+          A sum = tail[kk];
+          for (int v = 0; v < V; ++v) sum += lanes[kk][v];
+          dw[((k0 + kk) * g.Cg + q) * KS + wt] = static_cast<T>(sum);
+        }
+      }
+}
+
+template <class T, class A>
+void grad_weights(const ConvGeometry& g, const T* x, T* dw, const T* dy, const ConvContext& ctx) {
+  const i64 nkb = (g.Kg + kBlock - 1) / kBlock;
+  parallel(ctx, g.G * nkb * g.Cg, [&](i64 begin, i64 end) {
+    for (i64 idx = begin; idx < end; ++idx) {
+      const i64 q = idx % g.Cg;
+      const i64 kb = (idx / g.Cg) % nkb;
+      const i64 grp = idx / g.Cg / nkb;
+      i64 k = grp * g.Kg + kb * kBlock;
+      const i64 k_end = grp * g.Kg + std::min<i64>(g.Kg, (kb + 1) * kBlock);
+      // Full blocks use all accumulators; a ragged end goes through narrower blocks.
+      for (; k + kBlock <= k_end; k += kBlock) grad_weights_block<T, A, kBlock>(g, x, dw, dy, grp, k, q);
+      for (; k + 2 <= k_end; k += 2) grad_weights_block<T, A, 2>(g, x, dw, dy, grp, k, q);
+      for (; k < k_end; ++k) grad_weights_block<T, A, 1>(g, x, dw, dy, grp, k, q);
+    }
+  });
+}
+
+// ---- the algorithm --------------------------------------------------------------------------
+
+template <class T, class A>
+void run_typed(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) {
+  const ConvGeometry g(p);
+  auto* x = static_cast<T*>(t.x);
+  auto* w = static_cast<T*>(t.w);
+  auto* y = static_cast<T*>(t.y);
+  switch (p.direction) {
+    case ConvDirection::forward: forward<T, A>(g, x, w, y, ctx); break;
+    case ConvDirection::grad_inputs: grad_inputs<T, A>(g, x, w, y, ctx); break;
+    case ConvDirection::grad_weights: grad_weights<T, A>(g, x, w, y, ctx); break;
+  }
+}
+
+class DirectAlgorithm final : public ConvAlgorithm {
+ public:
+  std::string name() const override { return "cpu.direct"; }
+  DeviceKind device() const override { return DeviceKind::cpu; }
+  std::vector<std::string> tags() const override { return {"conv_direct", "fast_run", "fast_compile"}; }
+  Status applicable(const ConvProblem& p) const override {
+    if (p.dtype == DType::float32 && (p.compute == DType::float32 || p.compute == DType::float64))
+      return Status::ok();
+    if (p.dtype == DType::float64 && p.compute == DType::float64) return Status::ok();
+    return Status::no(msg("cpu.direct handles float32 (compute float32 or float64) and float64, not ",
+                          dtype_name(p.dtype), " with compute ", dtype_name(p.compute)));
+  }
+  void run(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) const override {
+    if (Status s = applicable(p); !s) throw TypeError(msg("cpu.direct: ", s.reason(), " (", p.key(), ")"));
+    if (p.dtype == DType::float64) run_typed<double, double>(p, t, ctx);
+    else if (p.compute == DType::float64) run_typed<float, double>(p, t, ctx);
+    else run_typed<float, float>(p, t, ctx);
+  }
+};
+
+}  // namespace
+}  // namespace convgraph::cpu
+
+namespace convgraph {
+std::shared_ptr<const ConvAlgorithm> make_cpu_direct_algorithm() {
+  return std::make_shared<cpu::DirectAlgorithm>();
+}
+}  // namespace convgraph

@@ -1,0 +1,626 @@
+// "cpu.fft": convolution by FFT, stride 1, any rank, dilation, padding, groups, direction.
+//
+// Per spatial axis the zero-padded input is (in effective coordinates) a line of length Pe
+// and the dilated kernel a line of length dk; every output, input gradient and weight
+// gradient is then a linear correlation/convolution that fits in a circular one of length
+// L >= Pe without wrap-around (derivation in FFT.md). Padding beyond dk - 1 only adds
+// outputs that read nothing but zeros, so it is clamped (`Axis::a_off`, `Axis::pe`) and
+// those outputs are written as zeros; a huge pad never grows the transform.
+//
+// The FFT is our own (backends/cpu/FFT.md says why): a Stockham mixed-radix (2, 3, 4, 5)
+// transform that runs on many signals at once. Spectra are stored split (re and im arrays)
+// with the signal index innermost, [f0][f1][f2][b], so every butterfly is a contiguous
+// loop over signals (and over inner axes) that the compiler vectorises, and the channel
+// contraction at one frequency is a small complex matrix product over contiguous rows.
+// The last (contiguous) axis is real: its length is made even and it is transformed as a
+// half-length complex FFT plus a split step, so spectra hold L/2 + 1 points on that axis.
+// The inverse transform is the forward one with re and im exchanged.
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <numbers>
+#include <thread>
+#include <vector>
+
+#include "convgraph/backends/conv_algorithm.hpp"
+#include "convgraph/runtime/thread_pool.hpp"
+
+namespace convgraph {
+namespace {
+
+using i64 = std::int64_t;
+constexpr std::size_t kAlign = 64;
+
+std::size_t align_up(std::size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+/// Smallest 2^a 3^b 5^c >= n: the lengths our radices cover.
+i64 good_size(i64 n) {
+  if (n <= 1) return 1;
+  i64 best = 1;
+  while (best < n) best *= 2;
+  for (i64 p5 = 1; p5 < 2 * n; p5 *= 5)
+    for (i64 p3 = p5; p3 < 2 * n; p3 *= 3) {
+      i64 v = p3;
+      while (v < n) v *= 2;
+      best = std::min(best, v);
+    }
+  return best;
+}
+
+// ---------------------------------------------------------------------------------------
+// 1-D batched complex FFT (forward, unnormalised: X[f] = sum_m x[m] exp(-2 pi i f m / n)).
+
+template <class T>
+struct Plan {
+  i64 n = 1;
+  std::vector<int> radix;  ///< factors of n, applied in order
+  std::vector<T> wr, wi;   ///< exp(-2 pi i k / n), k in [0, n)
+
+  explicit Plan(i64 len) : n(len) {
+    i64 r = n;
+    while (r % 4 == 0) radix.push_back(4), r /= 4;
+    for (int p : {2, 3, 5})
+      while (r % p == 0) radix.push_back(p), r /= p;
+    if (r != 1) throw ValueError(msg("cpu.fft: length ", n, " is not 2,3,5-smooth"));
+    wr.resize(static_cast<std::size_t>(n));
+    wi.resize(static_cast<std::size_t>(n));
+    for (i64 k = 0; k < n; ++k) {
+      const double a = -2.0 * std::numbers::pi * static_cast<double>(k) / static_cast<double>(n);
+      wr[static_cast<std::size_t>(k)] = static_cast<T>(std::cos(a));
+      wi[static_cast<std::size_t>(k)] = static_cast<T>(std::sin(a));
+    }
+  }
+};
+
+// One Stockham stage of radix p on a length-`cur` transform whose elements are W-wide
+// contiguous rows: y[(p*q + r)*W + l] = w^(r q) * DFT_p(x[(q + j*m)*W + l], j)[r].
+template <class T>
+void stage(int p, i64 cur, i64 W, const Plan<T>& pl, const T* __restrict xr,
+           const T* __restrict xi, T* __restrict yr, T* __restrict yi) {
+  const i64 m = cur / p, step = pl.n / cur;
+  constexpr T h = T(0.5);
+  const T s3 = static_cast<T>(std::sqrt(3.0) / 2);
+  const T c1 = static_cast<T>(std::cos(2 * std::numbers::pi / 5)), c2 = static_cast<T>(std::cos(4 * std::numbers::pi / 5));
+  const T s1 = static_cast<T>(std::sin(2 * std::numbers::pi / 5)), s2 = static_cast<T>(std::sin(4 * std::numbers::pi / 5));
+  for (i64 q = 0; q < m; ++q) {
+    T tr[5], ti[5];
+    for (int r = 1; r < p; ++r) {
+      const auto k = static_cast<std::size_t>((r * q * step) % pl.n);
+      tr[r] = pl.wr[k], ti[r] = pl.wi[k];
+    }
+    const T* ar[5]; const T* ai[5]; T* br[5]; T* bi[5];
+    for (int j = 0; j < p; ++j) {
+      ar[j] = xr + (q + j * m) * W, ai[j] = xi + (q + j * m) * W;
+      br[j] = yr + (p * q + j) * W, bi[j] = yi + (p * q + j) * W;
+    }
+    // Multiplies (vr, vi) by twiddle r and stores it as output r.
+#define CG_TW(r, vr, vi)                                  \
+  do {                                                    \
+    const T ur = (vr), ui = (vi);                         \
+    br[r][l] = ur * tr[r] - ui * ti[r];                   \
+    bi[r][l] = ur * ti[r] + ui * tr[r];                   \
+  } while (0)
+    if (p == 2) {
+#pragma GCC ivdep
+      for (i64 l = 0; l < W; ++l) {
+        const T x0r = ar[0][l], x0i = ai[0][l], x1r = ar[1][l], x1i = ai[1][l];
+        br[0][l] = x0r + x1r, bi[0][l] = x0i + x1i;
+        CG_TW(1, x0r - x1r, x0i - x1i);
+      }
+    } else if (p == 4) {
+#pragma GCC ivdep
+      for (i64 l = 0; l < W; ++l) {
+        const T t0r = ar[0][l] + ar[2][l], t0i = ai[0][l] + ai[2][l];
+        const T t1r = ar[0][l] - ar[2][l], t1i = ai[0][l] - ai[2][l];
+        const T t2r = ar[1][l] + ar[3][l], t2i = ai[1][l] + ai[3][l];
+        const T t3r = ai[1][l] - ai[3][l], t3i = ar[3][l] - ar[1][l];  // -i (x1 - x3)
+        br[0][l] = t0r + t2r, bi[0][l] = t0i + t2i;
+        CG_TW(1, t1r + t3r, t1i + t3i);
+        CG_TW(2, t0r - t2r, t0i - t2i);
+        CG_TW(3, t1r - t3r, t1i - t3i);
+      }
+    } else if (p == 3) {
+#pragma GCC ivdep
+      for (i64 l = 0; l < W; ++l) {
+        const T sr = ar[1][l] + ar[2][l], si = ai[1][l] + ai[2][l];
+        const T dr = ar[1][l] - ar[2][l], di = ai[1][l] - ai[2][l];
+        const T mr = ar[0][l] - h * sr, mi = ai[0][l] - h * si;
+        br[0][l] = ar[0][l] + sr, bi[0][l] = ai[0][l] + si;
+        CG_TW(1, mr + s3 * di, mi - s3 * dr);  // m - i s3 d
+        CG_TW(2, mr - s3 * di, mi + s3 * dr);  // m + i s3 d
+      }
+    } else {  // p == 5
+#pragma GCC ivdep
+      for (i64 l = 0; l < W; ++l) {
+        const T x0r = ar[0][l], x0i = ai[0][l];
+        const T a14r = ar[1][l] + ar[4][l], a14i = ai[1][l] + ai[4][l];
+        const T d14r = ar[1][l] - ar[4][l], d14i = ai[1][l] - ai[4][l];
+        const T a23r = ar[2][l] + ar[3][l], a23i = ai[2][l] + ai[3][l];
+        const T d23r = ar[2][l] - ar[3][l], d23i = ai[2][l] - ai[3][l];
+        const T m1r = x0r + c1 * a14r + c2 * a23r, m1i = x0i + c1 * a14i + c2 * a23i;
+        const T m2r = x0r + c2 * a14r + c1 * a23r, m2i = x0i + c2 * a14i + c1 * a23i;
+        const T e1r = s1 * d14r + s2 * d23r, e1i = s1 * d14i + s2 * d23i;  // X1,4 = m1 -+ i e1
+        const T e2r = s2 * d14r - s1 * d23r, e2i = s2 * d14i - s1 * d23i;  // X2,3 = m2 -+ i e2
+        br[0][l] = x0r + a14r + a23r, bi[0][l] = x0i + a14i + a23i;
+        CG_TW(1, m1r + e1i, m1i - e1r);
+        CG_TW(4, m1r - e1i, m1i + e1r);
+        CG_TW(2, m2r + e2i, m2i - e2r);
+        CG_TW(3, m2r - e2i, m2i + e2r);
+      }
+    }
+#undef CG_TW
+  }
+}
+
+/// Transforms `lanes` signals of length pl.n in place; element j of signal l sits at
+/// re[j*es + l]. `buf` holds 4 * n * lanes values (two ping-pong buffers).
+template <class T>
+void fft_tile(const Plan<T>& pl, T* re, T* im, i64 es, i64 lanes, T* buf) {
+  const i64 n = pl.n;
+  if (n == 1) return;
+  T* ar = buf; T* ai = ar + n * lanes; T* br = ai + n * lanes; T* bi = br + n * lanes;
+  const auto bytes = static_cast<std::size_t>(lanes) * sizeof(T);
+  for (i64 j = 0; j < n; ++j) {
+    std::memcpy(ar + j * lanes, re + j * es, bytes);
+    std::memcpy(ai + j * lanes, im + j * es, bytes);
+  }
+  i64 cur = n, s = 1;
+  for (int p : pl.radix) {
+    stage(p, cur, s * lanes, pl, ar, ai, br, bi);
+    std::swap(ar, br), std::swap(ai, bi);
+    s *= p, cur /= p;
+  }
+  for (i64 j = 0; j < n; ++j) {
+    std::memcpy(re + j * es, ar + j * lanes, bytes);
+    std::memcpy(im + j * es, ai + j * lanes, bytes);
+  }
+}
+
+/// Signals one FFT tile carries: enough to fill vectors, few enough that both ping-pong
+/// buffers stay in L2.
+i64 tile_lanes(i64 n, i64 inner, std::size_t elem) {
+  const i64 want = std::clamp<i64>((i64{65536} / static_cast<i64>(elem)) / std::max<i64>(n, 1), 16, 1024);
+  return std::min(inner, want / 16 * 16);
+}
+
+// ---------------------------------------------------------------------------------------
+// Work distribution: `slots` scratch areas, each used by one thread at a time.
+
+int max_slots() {
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::clamp(std::max(hw, ThreadPool::default_pool().size()), 1, 64);
+}
+
+template <class Fn>
+void run_tasks(ThreadPool* pool, int slots, i64 ntasks, const Fn& fn) {
+  if (ntasks <= 0) return;
+  std::atomic<i64> next{0};
+  const i64 used = std::min<i64>({slots, ntasks, pool ? pool->size() : 1});
+  auto body = [&](i64 s0, i64 s1) {
+    for (i64 slot = s0; slot < s1; ++slot)
+      for (i64 t = next.fetch_add(1); t < ntasks; t = next.fetch_add(1)) fn(static_cast<int>(slot), t);
+  };
+  if (pool && used > 1) pool->parallel_for(used, body, 1);
+  else body(0, 1);
+}
+
+// ---------------------------------------------------------------------------------------
+// Geometry: three internal axes, the last one real and contiguous.
+
+struct Axis {
+  i64 in = 1, ker = 1, out = 1, dil = 1, pad = 0;
+  i64 dk = 1;     ///< dilated kernel
+  i64 a_off = 0;  ///< where x[0] sits in the effective padded line: min(pad_pre, dk - 1)
+  i64 pe = 1;     ///< effective padded length a_off + in + min(pad_post, dk - 1)
+  i64 oute = 1;   ///< outputs that read anything: pe - dk + 1
+  i64 o0 = 0;     ///< output index of effective output 0: pad_pre - a_off
+  i64 L = 1;      ///< transform length (>= pe; even on the last axis)
+};
+
+struct Geometry {
+  std::array<Axis, 3> ax;
+  i64 N, C, K, G, Cg, Kg;
+  i64 half = 1;   ///< complex length of the last axis, L / 2
+  std::array<i64, 3> sd{1, 1, 1};  ///< spectral dims: L0, L1, half + 1
+  i64 F = 1;      ///< spectral points
+  i64 nb = 1;     ///< images per chunk
+  int slots = 1;
+  i64 scratch = 0;  ///< per-slot FFT scratch elements
+
+  Geometry(const ConvProblem& p, std::size_t elem) : N(p.N), C(p.C), K(p.K), G(p.G), Cg(p.C / p.G), Kg(p.K / p.G) {
+    const int shift = 3 - p.ndim;
+    for (int a = 0; a < p.ndim; ++a) {
+      const auto s = static_cast<std::size_t>(a), d = static_cast<std::size_t>(a + shift);
+      Axis& x = ax[d];
+      x.in = p.in[s], x.ker = p.kernel[s], x.out = p.out[s], x.dil = p.dilation[s], x.pad = p.pad_pre[s];
+      x.dk = (x.ker - 1) * x.dil + 1;
+      x.a_off = std::min(p.pad_pre[s], x.dk - 1);
+      x.pe = x.a_off + x.in + std::min(p.pad_post[s], x.dk - 1);
+      x.oute = x.pe - x.dk + 1;
+      x.o0 = x.pad - x.a_off;
+    }
+    for (int d = 0; d < 2; ++d) ax[static_cast<std::size_t>(d)].L = good_size(ax[static_cast<std::size_t>(d)].pe);
+    half = good_size((ax[2].pe + 1) / 2);
+    ax[2].L = 2 * half;
+    sd = {ax[0].L, ax[1].L, half + 1};
+    F = sd[0] * sd[1] * sd[2];
+    slots = max_slots();
+    for (i64 len : {ax[0].L, ax[1].L, half})
+      scratch = std::max(scratch, 4 * len * tile_lanes(len, i64{1} << 40, elem));
+  }
+};
+
+/// Maps `count` source positions s0 + i*ss to spectral-line positions d0 + i*ds.
+struct Map1 { i64 count, s0, ss, d0, ds; };
+
+/// Where plane `pl` goes among the spectral signals: (pl / inner) * m_outer + (pl % inner) * m_inner.
+struct Lanes { i64 inner, m_outer, m_inner; i64 operator()(i64 pl) const { return (pl / inner) * m_outer + (pl % inner) * m_inner; } };
+
+/// Scatters `planes` real planes (sizes `sz`, contiguous, plane stride prod(sz)) into the
+/// zeroed spectral arrays (B signals). The real last axis is packed as even -> re, odd -> im.
+template <class S, class T>
+void load(ThreadPool* pool, const S* src, i64 planes, const std::array<i64, 3>& sz, const std::array<Map1, 3>& m,
+          Lanes lanes, const Geometry& g, T* re, T* im, i64 B) {
+  const i64 plane = sz[0] * sz[1] * sz[2];
+  const i64 rows = m[0].count * m[1].count;
+  auto body = [&](i64 r0, i64 r1) {
+    for (i64 r = r0; r < r1; ++r) {
+      const i64 i0 = r / m[1].count, i1 = r % m[1].count;
+      const i64 s_row = ((m[0].s0 + i0 * m[0].ss) * sz[1] + (m[1].s0 + i1 * m[1].ss)) * sz[2];
+      const i64 d_row = ((m[0].d0 + i0 * m[0].ds) * g.sd[1] + (m[1].d0 + i1 * m[1].ds)) * g.sd[2];
+      for (i64 pl = 0; pl < planes; ++pl) {
+        const S* s = src + pl * plane + s_row;
+        const i64 b = lanes(pl);
+        for (i64 i2 = 0; i2 < m[2].count; ++i2) {
+          const i64 d = m[2].d0 + i2 * m[2].ds;
+          T* dst = (d & 1) ? im : re;
+          dst[(d_row + (d >> 1)) * B + b] = static_cast<T>(s[m[2].s0 + i2 * m[2].ss]);
+        }
+      }
+    }
+  };
+  if (pool) pool->parallel_for(rows, body, 1);
+  else body(0, rows);
+}
+
+/// The reverse of load: gathers real values (times `scale`) into planes of `dst`.
+template <class S, class T>
+void store(ThreadPool* pool, S* dst, i64 planes, const std::array<i64, 3>& sz, const std::array<Map1, 3>& m,
+           Lanes lanes, const Geometry& g, const T* re, const T* im, i64 B, T scale) {
+  const i64 plane = sz[0] * sz[1] * sz[2];
+  const i64 rows = m[0].count * m[1].count;
+  auto body = [&](i64 r0, i64 r1) {
+    for (i64 r = r0; r < r1; ++r) {
+      const i64 i0 = r / m[1].count, i1 = r % m[1].count;
+      const i64 s_row = ((m[0].s0 + i0 * m[0].ss) * sz[1] + (m[1].s0 + i1 * m[1].ss)) * sz[2];
+      const i64 d_row = ((m[0].d0 + i0 * m[0].ds) * g.sd[1] + (m[1].d0 + i1 * m[1].ds)) * g.sd[2];
+      for (i64 pl = 0; pl < planes; ++pl) {
+        S* o = dst + pl * plane + s_row;
+        const i64 b = lanes(pl);
+        for (i64 i2 = 0; i2 < m[2].count; ++i2) {
+          const i64 d = m[2].d0 + i2 * m[2].ds;
+          const T* src = (d & 1) ? im : re;
+          o[m[2].s0 + i2 * m[2].ss] = static_cast<S>(src[(d_row + (d >> 1)) * B + b] * scale);
+        }
+      }
+    }
+  };
+  if (pool) pool->parallel_for(rows, body, 1);
+  else body(0, rows);
+}
+
+// ---------------------------------------------------------------------------------------
+// N-d real transforms of B signals laid out [sd0][sd1][sd2][b], split re/im.
+
+template <class T>
+struct Transforms {
+  const Geometry& g;
+  Plan<T> p0, p1, ph;
+  std::vector<T> hr, hi;  ///< exp(-2 pi i f / L2), f in [0, half]: the real-axis split
+
+  explicit Transforms(const Geometry& geo)
+      : g(geo), p0(geo.ax[0].L), p1(geo.ax[1].L), ph(geo.half) {
+    const i64 L2 = 2 * g.half;
+    for (i64 f = 0; f <= g.half; ++f) {
+      const double a = -2.0 * std::numbers::pi * static_cast<double>(f) / static_cast<double>(L2);
+      hr.push_back(static_cast<T>(std::cos(a)));
+      hi.push_back(static_cast<T>(std::sin(a)));
+    }
+  }
+
+  /// Complex FFT along internal axis `a` (line length pl.n <= sd[a]) of every line.
+  void axis(ThreadPool* pool, T* scratch, int a, const Plan<T>& pl, T* re, T* im, i64 B) const {
+    if (pl.n == 1) return;
+    i64 outer = 1, inner = B;
+    for (int d = 0; d < a; ++d) outer *= g.sd[static_cast<std::size_t>(d)];
+    for (int d = a + 1; d < 3; ++d) inner *= g.sd[static_cast<std::size_t>(d)];
+    const i64 lanes = tile_lanes(pl.n, inner, sizeof(T));
+    const i64 tiles = (inner + lanes - 1) / lanes;
+    const i64 line = g.sd[static_cast<std::size_t>(a)] * inner;
+    run_tasks(pool, g.slots, outer * tiles, [&](int slot, i64 t) {
+      const i64 o = t / tiles, l0 = (t % tiles) * lanes;
+      const i64 off = o * line + l0;
+      fft_tile(pl, re + off, im + off, inner, std::min(lanes, inner - l0), scratch + slot * g.scratch);
+    });
+  }
+
+  /// Packed real lines (even samples in re, odd in im) -> half spectrum on the last axis.
+  void split(ThreadPool* pool, T* re, T* im, i64 B, bool inverse) const {
+    const i64 h = g.half, lines = g.sd[0] * g.sd[1];
+    auto body = [&](i64 l0, i64 l1) {
+      for (i64 line = l0; line < l1; ++line)
+        for (i64 f = 0; f <= h / 2; ++f) {
+          const i64 gi = h - f;
+          T* fr = re + (line * (h + 1) + f) * B; T* fi = im + (line * (h + 1) + f) * B;
+          T* gr = re + (line * (h + 1) + (inverse ? gi : gi % h)) * B;
+          T* gim = im + (line * (h + 1) + (inverse ? gi : gi % h)) * B;
+          T* outr = re + (line * (h + 1) + gi) * B; T* outi = im + (line * (h + 1) + gi) * B;
+          const T wr = hr[static_cast<std::size_t>(f)], wi = hi[static_cast<std::size_t>(f)];
+          const bool write_g = inverse ? (f != 0 && gi != f) : (gi != f);
+          for (i64 b = 0; b < B; ++b) {
+            const T zfr = fr[b], zfi = fi[b], zgr = gr[b], zgi = gim[b];
+            if (!inverse) {
+              // E = (Zf + conj Zg) / 2, O = -i (Zf - conj Zg) / 2, X[f] = E + w O, X[g] = conj(E - w O).
+              const T er = T(0.5) * (zfr + zgr), ei = T(0.5) * (zfi - zgi);
+              const T orr = T(0.5) * (zfi + zgi), oi = T(0.5) * (zgr - zfr);
+              const T pr = wr * orr - wi * oi, pi = wr * oi + wi * orr;
+              fr[b] = er + pr, fi[b] = ei + pi;
+              if (write_g) outr[b] = er - pr, outi[b] = pi - ei;
+            } else {
+              // E = X[f] + conj X[g], O = (X[f] - conj X[g]) conj(w); Z[f] = E + i O, Z[g] = conj E + i conj O.
+              const T er = zfr + zgr, ei = zfi - zgi;
+              const T dr = zfr - zgr, di = zfi + zgi;
+              const T orr = dr * wr + di * wi, oi = di * wr - dr * wi;
+              fr[b] = er - oi, fi[b] = ei + orr;
+              if (write_g) outr[b] = er + oi, outi[b] = orr - ei;
+            }
+          }
+        }
+    };
+    if (pool) pool->parallel_for(lines, body, 1);
+    else body(0, lines);
+  }
+
+  void forward(ThreadPool* pool, T* scratch, T* re, T* im, i64 B) const {
+    axis(pool, scratch, 2, ph, re, im, B);
+    split(pool, re, im, B, false);
+    axis(pool, scratch, 1, p1, re, im, B);
+    axis(pool, scratch, 0, p0, re, im, B);
+  }
+  /// Unnormalised inverse (exchanging re and im turns the forward FFT into the inverse).
+  void inverse(ThreadPool* pool, T* scratch, T* re, T* im, i64 B) const {
+    axis(pool, scratch, 0, p0, im, re, B);
+    axis(pool, scratch, 1, p1, im, re, B);
+    split(pool, re, im, B, true);
+    axis(pool, scratch, 2, ph, im, re, B);
+  }
+};
+
+// ---------------------------------------------------------------------------------------
+// The channel contraction at every frequency (complex, split storage).
+
+enum class Product { fwd, gi, gw };
+
+/// fwd: Y[n][k] = sum_c X[n][c] conj(W[c][k]);  gi: X[n][c] = sum_k Y[n][k] W[k][c];
+/// gw: W[c][k] += sum_n X[n][c] conj(Y[n][k]). Layouts: X b = n*C + c, Y b = n*K + k,
+/// W b = c*K + k (fwd, gw) or k*Cg + c (gi).
+template <class T>
+void contract(ThreadPool* pool, Product kind, const Geometry& g, i64 nbc, T* xr, T* xi, i64 Bx,
+              T* yr, T* yi, i64 By, T* wr, T* wi, i64 Bw) {
+  const i64 C = g.C, K = g.K, Cg = g.Cg, Kg = g.Kg;
+  auto body = [&](i64 f0, i64 f1) {
+    for (i64 f = f0; f < f1; ++f) {
+      T* Xr = xr + f * Bx; T* Xi = xi + f * Bx;
+      T* Yr = yr + f * By; T* Yi = yi + f * By;
+      T* Wr = wr + f * Bw; T* Wi = wi + f * Bw;
+      for (i64 n = 0; n < nbc; ++n)
+        for (i64 gr = 0; gr < g.G; ++gr) {
+          if (kind == Product::fwd) {
+            T* __restrict orr = Yr + n * K + gr * Kg; T* __restrict oi = Yi + n * K + gr * Kg;
+            std::fill(orr, orr + Kg, T(0)), std::fill(oi, oi + Kg, T(0));
+            for (i64 c = 0; c < Cg; ++c) {
+              const T ar = Xr[n * C + gr * Cg + c], ai = Xi[n * C + gr * Cg + c];
+              const T* __restrict br = Wr + c * K + gr * Kg; const T* __restrict bi = Wi + c * K + gr * Kg;
+              for (i64 k = 0; k < Kg; ++k) orr[k] += ar * br[k] + ai * bi[k], oi[k] += ai * br[k] - ar * bi[k];
+            }
+          } else if (kind == Product::gi) {
+            T* __restrict orr = Xr + n * C + gr * Cg; T* __restrict oi = Xi + n * C + gr * Cg;
+            std::fill(orr, orr + Cg, T(0)), std::fill(oi, oi + Cg, T(0));
+            for (i64 k = 0; k < Kg; ++k) {
+              const T ar = Yr[n * K + gr * Kg + k], ai = Yi[n * K + gr * Kg + k];
+              const T* __restrict br = Wr + (gr * Kg + k) * Cg; const T* __restrict bi = Wi + (gr * Kg + k) * Cg;
+              for (i64 c = 0; c < Cg; ++c) orr[c] += ar * br[c] - ai * bi[c], oi[c] += ar * bi[c] + ai * br[c];
+            }
+          } else {
+            const T* __restrict br = Yr + n * K + gr * Kg; const T* __restrict bi = Yi + n * K + gr * Kg;
+            for (i64 c = 0; c < Cg; ++c) {
+              const T ar = Xr[n * C + gr * Cg + c], ai = Xi[n * C + gr * Cg + c];
+              T* __restrict orr = Wr + c * K + gr * Kg; T* __restrict oi = Wi + c * K + gr * Kg;
+              for (i64 k = 0; k < Kg; ++k) orr[k] += ar * br[k] + ai * bi[k], oi[k] += ai * br[k] - ar * bi[k];
+            }
+          }
+        }
+    }
+  };
+  if (pool) pool->parallel_for(g.F, body, 16);
+  else body(0, g.F);
+}
+
+// ---------------------------------------------------------------------------------------
+// Workspace plan and the three directions.
+
+template <class T>
+struct Layout {
+  i64 w = 0, a = 0, b = 0, s = 0;  ///< element offsets: W spectra, x-side, y-side, scratch
+  i64 total = 0;
+  static i64 al(i64 v) { return static_cast<i64>(align_up(static_cast<std::size_t>(v) * sizeof(T)) / sizeof(T)); }
+  explicit Layout(const Geometry& g) {
+    w = 0;
+    a = al(2 * g.F * g.K * g.Cg);
+    b = a + al(2 * g.F * g.nb * g.C);
+    s = b + al(2 * g.F * g.nb * g.K);
+    total = s + g.slots * g.scratch;
+  }
+};
+
+/// Picks the images per chunk: as many as fit a soft cap (and the limit); 0 if even one
+/// image does not fit the limit.
+template <class T>
+Geometry plan(const ConvProblem& p) {
+  Geometry g(p, sizeof(T));
+  constexpr std::size_t kSoftCap = std::size_t{512} << 20;
+  g.nb = 1;
+  const auto bytes1 = static_cast<std::size_t>(Layout<T>(g).total) * sizeof(T);
+  const std::size_t per_image = static_cast<std::size_t>(2 * g.F * (g.C + g.K)) * sizeof(T);
+  const std::size_t budget = std::min(p.workspace_limit, std::max(kSoftCap, bytes1));
+  if (bytes1 > p.workspace_limit) {
+    g.nb = 0;
+    return g;
+  }
+  g.nb = std::clamp<i64>(static_cast<i64>((budget - bytes1) / per_image) + 1, 1, g.N);
+  while (g.nb > 1 && static_cast<std::size_t>(Layout<T>(g).total) * sizeof(T) > p.workspace_limit) --g.nb;
+  return g;
+}
+
+bool wants_double(const ConvProblem& p) {
+  return p.dtype == DType::float64 || p.compute == DType::float64;
+}
+
+template <class S, class T>
+void run_fft(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) {
+  const Geometry g = plan<T>(p);
+  if (g.nb == 0) throw MemoryError(msg("cpu.fft: workspace limit ", p.workspace_limit, " too small for ", p.key()));
+  const Layout<T> lay(g);
+  if (ctx.workspace_bytes < static_cast<std::size_t>(lay.total) * sizeof(T) || ctx.workspace == nullptr)
+    throw MemoryError(msg("cpu.fft: workspace of ", ctx.workspace_bytes, " bytes, need ",
+                          static_cast<std::size_t>(lay.total) * sizeof(T), " for ", p.key()));
+  ThreadPool* pool = ctx.pool;
+  T* ws = static_cast<T*>(ctx.workspace);
+  T* scratch = ws + lay.s;
+  const Transforms<T> tr(g);
+  const auto& A = g.ax;
+  const std::array<i64, 3> xs{A[0].in, A[1].in, A[2].in}, ks{A[0].ker, A[1].ker, A[2].ker},
+      ys{A[0].out, A[1].out, A[2].out};
+  const i64 xplane = xs[0] * xs[1] * xs[2], yplane = ys[0] * ys[1] * ys[2];
+  std::array<Map1, 3> mx{}, mw{}, my{};
+  for (std::size_t d = 0; d < 3; ++d) {
+    mx[d] = {A[d].in, 0, 1, A[d].a_off, 1};
+    const bool fl = p.flip && A[d].ker > 1;
+    mw[d] = {A[d].ker, fl ? A[d].ker - 1 : 0, fl ? -1 : 1, 0, A[d].dil};
+    my[d] = {A[d].oute, A[d].o0, 1, 0, 1};
+  }
+  const i64 Bw = g.K * g.Cg;
+  T* wr = ws + lay.w; T* wi = wr + g.F * Bw;
+  const Lanes w_lanes = p.direction == ConvDirection::grad_inputs ? Lanes{Bw, 0, 1} : Lanes{g.Cg, 1, g.K};
+  auto zero = [&](T* v, i64 n) { std::memset(v, 0, static_cast<std::size_t>(n) * sizeof(T)); };
+  const T scale = T(1) / static_cast<T>(A[0].L * A[1].L * A[2].L);
+
+  S* x = static_cast<S*>(t.x); S* w = static_cast<S*>(t.w); S* y = static_cast<S*>(t.y);
+  zero(wr, 2 * g.F * Bw);
+  if (p.direction != ConvDirection::grad_weights) {
+    load(pool, static_cast<const S*>(w), Bw, ks, mw, w_lanes, g, wr, wi, Bw);
+    tr.forward(pool, scratch, wr, wi, Bw);
+  }
+  bool y_partial = false;
+  for (std::size_t d = 0; d < 3; ++d) y_partial |= A[d].oute != A[d].out;
+  for (i64 n0 = 0; n0 < g.N; n0 += g.nb) {
+    const i64 nbc = std::min(g.nb, g.N - n0);
+    const i64 Bx = nbc * g.C, By = nbc * g.K;
+    T* xr = ws + lay.a; T* xi = xr + g.F * Bx;
+    T* yr = ws + lay.b; T* yi = yr + g.F * By;
+    const Lanes id_x{Bx, 0, 1}, id_y{By, 0, 1};
+    switch (p.direction) {
+      case ConvDirection::forward: {
+        zero(xr, 2 * g.F * Bx);
+        load(pool, x + n0 * g.C * xplane, Bx, xs, mx, id_x, g, xr, xi, Bx);
+        tr.forward(pool, scratch, xr, xi, Bx);
+        contract(pool, Product::fwd, g, nbc, xr, xi, Bx, yr, yi, By, wr, wi, Bw);
+        tr.inverse(pool, scratch, yr, yi, By);
+        S* yc = y + n0 * g.K * yplane;
+        if (y_partial) std::fill(yc, yc + By * yplane, S(0));
+        store(pool, yc, By, ys, my, id_y, g, yr, yi, By, scale);
+        break;
+      }
+      case ConvDirection::grad_inputs: {
+        zero(yr, 2 * g.F * By);
+        load(pool, static_cast<const S*>(y) + n0 * g.K * yplane, By, ys, my, id_y, g, yr, yi, By);
+        tr.forward(pool, scratch, yr, yi, By);
+        contract(pool, Product::gi, g, nbc, xr, xi, Bx, yr, yi, By, wr, wi, Bw);
+        tr.inverse(pool, scratch, xr, xi, Bx);
+        store(pool, x + n0 * g.C * xplane, Bx, xs, mx, id_x, g, xr, xi, Bx, scale);
+        break;
+      }
+      case ConvDirection::grad_weights: {
+        zero(xr, 2 * g.F * Bx);
+        zero(yr, 2 * g.F * By);
+        load(pool, static_cast<const S*>(x) + n0 * g.C * xplane, Bx, xs, mx, id_x, g, xr, xi, Bx);
+        load(pool, static_cast<const S*>(y) + n0 * g.K * yplane, By, ys, my, id_y, g, yr, yi, By);
+        tr.forward(pool, scratch, xr, xi, Bx);
+        tr.forward(pool, scratch, yr, yi, By);
+        contract(pool, Product::gw, g, nbc, xr, xi, Bx, yr, yi, By, wr, wi, Bw);
+        break;
+      }
+    }
+  }
+  if (p.direction == ConvDirection::grad_weights) {
+    tr.inverse(pool, scratch, wr, wi, Bw);
+    store(pool, w, Bw, ks, mw, w_lanes, g, wr, wi, Bw, scale);
+  }
+}
+
+std::size_t fft_workspace(const ConvProblem& p) {
+  if (wants_double(p)) {
+    const Geometry g = plan<double>(p);
+    return g.nb == 0 ? 0 : static_cast<std::size_t>(Layout<double>(g).total) * sizeof(double);
+  }
+  const Geometry g = plan<float>(p);
+  return g.nb == 0 ? 0 : static_cast<std::size_t>(Layout<float>(g).total) * sizeof(float);
+}
+
+class FftConv final : public ConvAlgorithm {
+ public:
+  std::string name() const override { return "cpu.fft"; }
+  DeviceKind device() const override { return DeviceKind::cpu; }
+  std::vector<std::string> tags() const override { return {"conv_fft"}; }
+
+  Status applicable(const ConvProblem& p) const override {
+    if (p.dtype != DType::float32 && p.dtype != DType::float64)
+      return Status::no(msg("cpu.fft: dtype ", dtype_name(p.dtype), " (float32 and float64 only)"));
+    if (p.ndim < 1 || p.ndim > 3) return Status::no(msg("cpu.fft: ", p.ndim, " spatial axes (1 to 3 only)"));
+    for (int a = 0; a < p.ndim; ++a)
+      if (p.stride[static_cast<std::size_t>(a)] != 1)
+        return Status::no(msg("cpu.fft: stride ", p.stride[static_cast<std::size_t>(a)], " on spatial axis ", a,
+                              " (FFT convolution needs stride 1)"));
+    const bool dbl = wants_double(p);
+    const Geometry g = dbl ? plan<double>(p) : plan<float>(p);
+    if (g.nb == 0) {
+      Geometry one(p, dbl ? sizeof(double) : sizeof(float));
+      one.nb = 1;
+      const std::size_t need = dbl ? static_cast<std::size_t>(Layout<double>(one).total) * 8
+                                   : static_cast<std::size_t>(Layout<float>(one).total) * 4;
+      return Status::no(msg("cpu.fft: needs at least ", need, " bytes of workspace, over the limit of ",
+                            p.workspace_limit));
+    }
+    return Status::ok();
+  }
+
+  std::size_t workspace_bytes(const ConvProblem& p) const override { return fft_workspace(p); }
+
+  void run(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) const override {
+    const Status s = applicable(p);
+    if (!s) throw ValueError(msg("cpu.fft: cannot run ", p.key(), ": ", s.reason()));
+    const bool dbl = wants_double(p);
+    if (p.dtype == DType::float64) run_fft<double, double>(p, t, ctx);
+    else if (dbl) run_fft<float, double>(p, t, ctx);
+    else run_fft<float, float>(p, t, ctx);
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<const ConvAlgorithm> make_cpu_fft_algorithm() { return std::make_shared<FftConv>(); }
+
+}  // namespace convgraph

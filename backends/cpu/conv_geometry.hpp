@@ -1,0 +1,66 @@
+#pragma once
+// Private to backends/cpu: a ConvProblem's geometry normalised to exactly three spatial
+// axes (unused axes: size 1, stride 1, dilation 1, no padding), which lets every CPU kernel
+// use one code path for 1D, 2D and 3D. Axis 2 is the innermost (contiguous) one.
+#include <array>
+#include <cstdint>
+
+#include "convgraph/backends/conv_problem.hpp"
+
+namespace convgraph::cpu {
+
+using i64 = std::int64_t;
+
+/// Floor division for a possibly negative numerator and a positive divisor.
+inline i64 floor_div(i64 a, i64 b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+/// Ceiling division for a possibly negative numerator and a positive divisor.
+inline i64 ceil_div(i64 a, i64 b) { return -floor_div(-a, b); }
+
+struct ConvGeometry {
+  std::array<i64, 3> in{1, 1, 1}, ker{1, 1, 1}, out{1, 1, 1};
+  std::array<i64, 3> stride{1, 1, 1}, dil{1, 1, 1}, pad{0, 0, 0};
+  bool flip = false;
+  i64 N = 1, C = 1, K = 1, G = 1, Cg = 1, Kg = 1;
+  i64 in_numel = 1, ker_numel = 1, out_numel = 1;
+
+  ConvGeometry() = default;
+  explicit ConvGeometry(const ConvProblem& p) : flip(p.flip), N(p.N), C(p.C), K(p.K), G(p.G) {
+    for (std::size_t a = 0; a < 3; ++a) {
+      if (static_cast<int>(a) >= p.ndim) continue;
+      in[a] = p.in[a];
+      ker[a] = p.kernel[a];
+      out[a] = p.out[a];
+      stride[a] = p.stride[a];
+      dil[a] = p.dilation[a];
+      pad[a] = p.pad_pre[a];
+    }
+    Cg = C / G;
+    Kg = K / G;
+    in_numel = in[0] * in[1] * in[2];
+    ker_numel = ker[0] * ker[1] * ker[2];
+    out_numel = out[0] * out[1] * out[2];
+  }
+
+  /// Storage index of spatial tap t on axis a: the mirrored position when flipping.
+  i64 wtap(std::size_t a, i64 t) const { return flip ? ker[a] - 1 - t : t; }
+
+  /// Outputs o in [lo, hi) on axis a whose tap t reads inside the input (not the padding).
+  void valid_out_range(std::size_t a, i64 t, i64& lo, i64& hi) const {
+    const i64 off = t * dil[a] - pad[a];  // input index = o * stride + off
+    lo = ceil_div(-off, stride[a]);
+    hi = floor_div(in[a] - 1 - off, stride[a]) + 1;
+    if (lo < 0) lo = 0;
+    if (hi > out[a]) hi = out[a];
+    if (hi < lo) hi = lo;
+  }
+
+  /// True for a 1x1(x1) filter at stride 1 without padding: the input is already the
+  /// column matrix.
+  bool is_pointwise() const {
+    for (std::size_t a = 0; a < 3; ++a)
+      if (ker[a] != 1 || stride[a] != 1 || pad[a] != 0 || out[a] != in[a]) return false;
+    return true;
+  }
+};
+
+}  // namespace convgraph::cpu

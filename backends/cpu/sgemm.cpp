@@ -1,0 +1,158 @@
+// sgemm entry point: argument checks, the trivial cases, the run-time choice of kernel
+// family, and the portable kernel family (plain C++, vectorised for the build target).
+#include "backends/cpu/sgemm.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "backends/cpu/sgemm_driver.hpp"
+#include "convgraph/core/error.hpp"
+
+namespace convgraph::cpu {
+
+// Defined in sgemm_avx512.cpp and sgemm_avx2.cpp.
+void sgemm_avx512(const sgemm_detail::GemmArgs& g, ThreadPool* pool);
+void sgemm_avx2(const sgemm_detail::GemmArgs& g, ThreadPool* pool);
+
+namespace {
+
+using sgemm_detail::GemmArgs;
+
+struct ScalarTraits {
+  static constexpr int kMR = 4;
+  static constexpr int kNR = 16;
+  static constexpr std::int64_t kKC = 256;
+  static constexpr std::int64_t kNC = 512;
+  static void pack_a(const GemmArgs& g, std::int64_t i0, int m, std::int64_t p0, std::int64_t kc,
+                     float* dst) {
+    sgemm_detail::pack_a_generic<kMR>(g, i0, m, p0, kc, dst);
+  }
+  static void pack_b(const GemmArgs& g, std::int64_t p0, std::int64_t kc, std::int64_t j0, int n,
+                     float* dst) {
+    sgemm_detail::pack_b_generic<kNR>(g, p0, kc, j0, n, dst);
+  }
+  static void kernel(std::int64_t kc, const float* __restrict a, const float* __restrict b,
+                     float* c, std::int64_t ldc, int m, int n, float alpha, float beta,
+                     bool first) {
+    float acc[kMR][kNR] = {};
+    for (std::int64_t k = 0; k < kc; ++k) {
+      for (int i = 0; i < kMR; ++i)
+        for (int j = 0; j < kNR; ++j) acc[i][j] += a[i] * b[j];
+      a += kMR;
+      b += kNR;
+    }
+    for (int i = 0; i < m; ++i) {
+      float* cr = c + i * ldc;
+      for (int j = 0; j < n; ++j) {
+        const float r = alpha * acc[i][j];
+        cr[j] = !first ? cr[j] + r : beta == 0.0f ? r : beta * cr[j] + r;
+      }
+    }
+  }
+};
+
+// C = beta * C without reading C when beta == 0 (the BLAS rule: NaN in C is dropped).
+void scale_c(std::int64_t M, std::int64_t N, float beta, float* C, std::int64_t ldc) {
+  if (beta == 1.0f) return;
+  for (std::int64_t i = 0; i < M; ++i) {
+    float* row = C + i * ldc;
+    if (beta == 0.0f)
+      std::memset(row, 0, static_cast<std::size_t>(N) * sizeof(float));
+    else
+      for (std::int64_t j = 0; j < N; ++j) row[j] *= beta;
+  }
+}
+
+void check_args(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K,
+                const float* A, std::int64_t lda, const float* B, std::int64_t ldb, const float* C,
+                std::int64_t ldc) {
+  if (M < 0 || N < 0 || K < 0)
+    throw ValueError(msg("sgemm: sizes must be non-negative, got M=", M, " N=", N, " K=", K));
+  const std::int64_t a_cols = ta ? M : K, b_cols = tb ? K : N;
+  if (lda < std::max<std::int64_t>(1, a_cols))
+    throw ValueError(msg("sgemm: lda=", lda, " is less than the ", a_cols, " columns of A",
+                         ta ? " (transA)" : ""));
+  if (ldb < std::max<std::int64_t>(1, b_cols))
+    throw ValueError(msg("sgemm: ldb=", ldb, " is less than the ", b_cols, " columns of B",
+                         tb ? " (transB)" : ""));
+  if (ldc < std::max<std::int64_t>(1, N))
+    throw ValueError(msg("sgemm: ldc=", ldc, " is less than N=", N));
+  if (M > 0 && N > 0 && C == nullptr) throw ValueError("sgemm: C is null for a non-empty result");
+  if (M > 0 && N > 0 && K > 0 && (A == nullptr || B == nullptr))
+    throw ValueError(msg("sgemm: ", A == nullptr ? "A" : "B", " is null with M=", M, " N=", N,
+                         " K=", K));
+}
+
+bool cpu_has(SgemmIsa isa) {
+  switch (isa) {
+    case SgemmIsa::avx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("fma");
+    case SgemmIsa::avx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case SgemmIsa::scalar:
+      return true;
+  }
+  return false;
+}
+
+SgemmIsa detect_best() {
+  SgemmIsa best = cpu_has(SgemmIsa::avx512) ? SgemmIsa::avx512
+                  : cpu_has(SgemmIsa::avx2) ? SgemmIsa::avx2
+                                            : SgemmIsa::scalar;
+  if (const char* env = std::getenv("CONVGRAPH_SGEMM_ISA")) {
+    const std::string want(env);
+    if (want == "scalar") best = SgemmIsa::scalar;
+    if (want == "avx2" && best == SgemmIsa::avx512) best = SgemmIsa::avx2;
+  }
+  return best;
+}
+
+}  // namespace
+
+bool sgemm_isa_supported(SgemmIsa isa) { return cpu_has(isa); }
+
+SgemmIsa sgemm_best_isa() {
+  static const SgemmIsa best = detect_best();
+  return best;
+}
+
+const char* sgemm_isa_name(SgemmIsa isa) {
+  switch (isa) {
+    case SgemmIsa::avx512: return "avx512";
+    case SgemmIsa::avx2: return "avx2";
+    case SgemmIsa::scalar: return "scalar";
+  }
+  return "?";
+}
+
+void sgemm_with_isa(SgemmIsa isa, bool transA, bool transB, std::int64_t M, std::int64_t N,
+                    std::int64_t K, float alpha, const float* A, std::int64_t lda, const float* B,
+                    std::int64_t ldb, float beta, float* C, std::int64_t ldc, ThreadPool* pool) {
+  check_args(transA, transB, M, N, K, A, lda, B, ldb, C, ldc);
+  if (!cpu_has(isa))
+    throw ValueError(msg("sgemm: this CPU cannot run the ", sgemm_isa_name(isa), " kernels"));
+  if (M == 0 || N == 0) return;
+  if (K == 0 || alpha == 0.0f) {
+    scale_c(M, N, beta, C, ldc);
+    return;
+  }
+  const GemmArgs g{transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc};
+  switch (isa) {
+    case SgemmIsa::avx512: sgemm_avx512(g, pool); return;
+    case SgemmIsa::avx2: sgemm_avx2(g, pool); return;
+    case SgemmIsa::scalar: sgemm_detail::run_sgemm<ScalarTraits>(g, pool); return;
+  }
+}
+
+void sgemm(bool transA, bool transB, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
+           const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C,
+           std::int64_t ldc, ThreadPool* pool) {
+  sgemm_with_isa(sgemm_best_isa(), transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
+                 pool);
+}
+
+}  // namespace convgraph::cpu

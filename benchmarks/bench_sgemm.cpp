@@ -1,0 +1,233 @@
+// bench_sgemm: convgraph's sgemm against Eigen (and oneDNN's dnnl_sgemm when built with
+// it) on the GEMM shapes that im2col turns the standard conv layers into.
+//
+//   bench_sgemm [--threads=1,2] [--samples=N] [--filter=substring] [--isa=avx512|avx2|scalar]
+//
+// Prints an FMA peak check first (these hosts sometimes run one vCPU at half speed: rerun
+// when it reads low), then per shape and thread count the median GFLOP/s of each
+// implementation. Implementations are timed interleaved, one sample each in turn, so
+// a slow spell hits them alike.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <Eigen/Core>
+#include <immintrin.h>
+
+#include "backends/cpu/sgemm.hpp"
+#include "convgraph/runtime/thread_pool.hpp"
+
+#if CONVGRAPH_BENCH_HAVE_OPENMP
+#include <omp.h>
+#endif
+#if CONVGRAPH_BENCH_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#endif
+
+namespace {
+
+using convgraph::ThreadPool;
+namespace cpu = convgraph::cpu;
+using Clock = std::chrono::steady_clock;
+
+struct Shape {
+  const char* name;
+  bool ta, tb;
+  std::int64_t M, N, K;
+};
+
+// Forward: C[Kout x HW] = W[Kout x CRS] * col[CRS x HW]; grad-inputs: col = W^T * dY
+// (transA); grad-weights: dW = dY * col^T (transB). "xN8" = eight images side by side.
+const Shape kShapes[] = {
+    {"square_1024", false, false, 1024, 1024, 1024},
+    {"resnet_stem fwd", false, false, 64, 12544, 147},
+    {"resnet_1x1_56 fwd", false, false, 256, 3136, 64},
+    {"resnet_3x3_56 fwd", false, false, 64, 3136, 576},
+    {"resnet_3x3_28 fwd", false, false, 128, 784, 1152},
+    {"resnet_3x3_28 fwd xN8", false, false, 128, 6272, 1152},
+    {"resnet_3x3_14 fwd", false, false, 256, 196, 2304},
+    {"resnet_3x3_14 fwd xN8", false, false, 256, 1568, 2304},
+    {"resnet_3x3_7 fwd", false, false, 512, 49, 4608},
+    {"resnet_3x3_7 fwd xN8", false, false, 512, 392, 4608},
+    {"vgg_3x3_112 fwd", false, false, 128, 12544, 576},
+    {"vgg_3x3_56 fwd", false, false, 256, 3136, 2304},
+    {"alexnet_conv1 fwd", false, false, 96, 3025, 363},
+    {"resnet_3x3_28 gradin", true, false, 1152, 784, 128},
+    {"resnet_3x3_7 gradin", true, false, 4608, 49, 512},
+    {"vgg_3x3_56 gradin", true, false, 2304, 3136, 256},
+    {"resnet_3x3_28 gradw", false, true, 128, 1152, 784},
+    {"resnet_1x1_56 gradw", false, true, 256, 64, 3136},
+    {"resnet_3x3_7 gradw", false, true, 512, 4608, 49},
+    {"vgg_3x3_56 gradw", false, true, 256, 2304, 3136},
+};
+
+double fma_peak(int threads) {
+  auto one = [](double* out) {
+    __m256 acc[12];
+    for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(1.0f + 1e-7f * static_cast<float>(i));
+    const __m256 m = _mm256_set1_ps(0.9999999f), a = _mm256_set1_ps(1e-7f);
+    const long iters = 20'000'000;
+    const auto t0 = Clock::now();
+    for (long it = 0; it < iters; ++it)
+      for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], m, a);
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    float sink[8];
+    _mm256_storeu_ps(sink, acc[0]);
+    for (int i = 1; i < 12; ++i) _mm256_storeu_ps(sink, _mm256_add_ps(_mm256_loadu_ps(sink), acc[i]));
+    *out = iters * 12.0 * 16.0 / s / 1e9 + (sink[0] == 12345.0f ? 1e-9 : 0.0);
+  };
+  std::vector<double> r(static_cast<std::size_t>(threads));
+  std::vector<std::thread> ts;
+  for (int t = 1; t < threads; ++t) ts.emplace_back(one, &r[static_cast<std::size_t>(t)]);
+  one(&r[0]);
+  for (auto& t : ts) t.join();
+  double sum = 0;
+  for (double x : r) sum += x;
+  return sum;
+}
+
+double fma512_peak(int threads) {
+#if defined(__AVX512F__)
+  auto one = [](double* out) {
+    __m512 acc[12];
+    for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(1.0f + 1e-7f * static_cast<float>(i));
+    const __m512 m = _mm512_set1_ps(0.9999999f), a = _mm512_set1_ps(1e-7f);
+    const long iters = 20'000'000;
+    const auto t0 = Clock::now();
+    for (long it = 0; it < iters; ++it)
+      for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], m, a);
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    float sum = 0;
+    for (int i = 0; i < 12; ++i) sum += _mm512_reduce_add_ps(acc[i]);
+    *out = iters * 12.0 * 32.0 / s / 1e9 + (sum == 12345.0f ? 1e-9 : 0.0);
+  };
+  std::vector<double> r(static_cast<std::size_t>(threads));
+  std::vector<std::thread> ts;
+  for (int t = 1; t < threads; ++t) ts.emplace_back(one, &r[static_cast<std::size_t>(t)]);
+  one(&r[0]);
+  for (auto& t : ts) t.join();
+  double sum = 0;
+  for (double x : r) sum += x;
+  return sum;
+#else
+  (void)threads;
+  return 0.0;
+#endif
+}
+
+struct Impl {
+  std::string name;
+  std::function<void()> run;
+  std::vector<double> seconds;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<int> thread_counts = {1, 2};
+  int samples = 7;
+  std::string filter;
+  cpu::SgemmIsa isa = cpu::sgemm_best_isa();
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind("--threads=", 0) == 0) {
+      thread_counts.clear();
+      for (const char* p = arg.c_str() + 10; *p;) {
+        thread_counts.push_back(std::atoi(p));
+        while (*p && *p != ',') ++p;
+        if (*p == ',') ++p;
+      }
+    } else if (arg.rfind("--samples=", 0) == 0) {
+      samples = std::max(1, std::atoi(arg.c_str() + 10));
+    } else if (arg.rfind("--filter=", 0) == 0) {
+      filter = arg.substr(9);
+    } else if (arg.rfind("--isa=", 0) == 0) {
+      const std::string v = arg.substr(6);
+      isa = v == "scalar" ? cpu::SgemmIsa::scalar : v == "avx2" ? cpu::SgemmIsa::avx2 : cpu::SgemmIsa::avx512;
+    } else {
+      std::fprintf(stderr, "usage: %s [--threads=1,2] [--samples=N] [--filter=s] [--isa=avx512|avx2|scalar]\n", argv[0]);
+      return 2;
+    }
+  }
+
+  for (int t : thread_counts)
+    std::printf("FMA peak check, %d thread(s): AVX2 %.1f GFLOP/s, AVX-512 %.1f GFLOP/s\n", t,
+                fma_peak(t), fma512_peak(t));
+  std::printf("convgraph sgemm kernels: %s\n\n", cpu::sgemm_isa_name(isa));
+  std::printf("%-24s %5s %5s %5s %2s | %9s %9s %9s | %s\n", "shape", "M", "N", "K", "T",
+              "convgraph", "Eigen", "oneDNN", "GFLOP/s medians; ratios cg/Eigen cg/oneDNN");
+
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (const Shape& s : kShapes) {
+    if (!filter.empty() && std::string(s.name).find(filter) == std::string::npos) continue;
+    const std::int64_t lda = s.ta ? s.M : s.K, ldb = s.tb ? s.K : s.N, ldc = s.N;
+    std::vector<float> A(static_cast<std::size_t>(s.M * s.K)), B(static_cast<std::size_t>(s.K * s.N));
+    std::vector<float> C(static_cast<std::size_t>(s.M * s.N));
+    for (float& x : A) x = dist(rng);
+    for (float& x : B) x = dist(rng);
+    const double flop = 2.0 * static_cast<double>(s.M) * static_cast<double>(s.N) * static_cast<double>(s.K);
+
+    for (int threads : thread_counts) {
+      ThreadPool pool(threads);
+      ThreadPool* pp = threads > 1 ? &pool : nullptr;
+      Eigen::setNbThreads(threads);
+#if CONVGRAPH_BENCH_HAVE_OPENMP
+      omp_set_num_threads(threads);
+#endif
+      std::vector<Impl> impls;
+      impls.push_back({"convgraph", [&] {
+                         cpu::sgemm_with_isa(isa, s.ta, s.tb, s.M, s.N, s.K, 1.0f, A.data(), lda, B.data(), ldb,
+                                             0.0f, C.data(), ldc, pp);
+                       }, {}});
+      impls.push_back({"Eigen", [&] {
+                         using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+                         Eigen::Map<const RowMat> a(A.data(), s.ta ? s.K : s.M, s.ta ? s.M : s.K);
+                         Eigen::Map<const RowMat> b(B.data(), s.tb ? s.N : s.K, s.tb ? s.K : s.N);
+                         Eigen::Map<RowMat> c(C.data(), s.M, s.N);
+                         if (s.ta && s.tb) c.noalias() = a.transpose() * b.transpose();
+                         else if (s.ta) c.noalias() = a.transpose() * b;
+                         else if (s.tb) c.noalias() = a * b.transpose();
+                         else c.noalias() = a * b;
+                       }, {}});
+#if CONVGRAPH_BENCH_HAVE_DNNL
+      impls.push_back({"oneDNN", [&] {
+                         dnnl_sgemm(s.ta ? 'T' : 'N', s.tb ? 'T' : 'N', s.M, s.N, s.K, 1.0f, A.data(), lda,
+                                    B.data(), ldb, 0.0f, C.data(), ldc);
+                       }, {}});
+#endif
+      // Iterations per sample: about 20 ms of the first implementation, after a warm-up.
+      for (auto& im : impls) im.run();
+      const auto t0 = Clock::now();
+      impls[0].run();
+      const double once = std::chrono::duration<double>(Clock::now() - t0).count();
+      const int iters = std::max(1, static_cast<int>(0.02 / std::max(once, 1e-7)));
+      for (int r = 0; r < samples; ++r) {
+        for (auto& im : impls) {
+          const auto a = Clock::now();
+          for (int it = 0; it < iters; ++it) im.run();
+          im.seconds.push_back(std::chrono::duration<double>(Clock::now() - a).count() / iters);
+        }
+      }
+      double g[3] = {0, 0, 0};
+      for (std::size_t i = 0; i < impls.size(); ++i) g[i] = flop / median(impls[i].seconds) / 1e9;
+      std::printf("%-24s %5lld %5lld %5lld %2d | %9.1f %9.1f %9.1f | %5.2f %5.2f\n", s.name,
+                  static_cast<long long>(s.M), static_cast<long long>(s.N), static_cast<long long>(s.K),
+                  threads, g[0], g[1], g[2], g[0] / g[1], g[2] > 0 ? g[0] / g[2] : 0.0);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}

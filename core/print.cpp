@@ -1,0 +1,87 @@
+// debugprint (Theano-style indented text) and Graphviz DOT export.
+#include "convgraph/core/print.hpp"
+
+#include <sstream>
+#include <unordered_set>
+
+namespace convgraph {
+
+namespace {
+
+std::string head(const Var& v) {
+  std::ostringstream os;
+  if (v.op()) os << v.op()->label();
+  else if (v.is_constant()) {
+    const Tensor* t = v.constant_value();
+    os << "Constant";
+    if (t->numel() == 1 && t->device() == DeviceKind::cpu && t->dtype() != DType::float16 && t->dtype() != DType::bfloat16)
+      os << "{" << t->get(0) << "}";
+  } else os << "Input";
+  if (!v.name().empty()) os << " '" << v.name() << "'";
+  os << " #" << v.node()->id << " " << v.type().to_string();
+  if (v.op()) {
+    const std::string impl = v.op()->implementation();
+    if (!impl.empty()) os << " [" << impl << "]";
+  }
+  return os.str();
+}
+
+void print_tree(const Var& v, int depth, std::unordered_set<const Node*>& seen, std::ostringstream& os) {
+  os << std::string(static_cast<std::size_t>(depth) * 2, ' ') << (depth ? "|" : "");
+  if (seen.count(v.node()) && !v.inputs().empty()) {
+    os << "*#" << v.node()->id << " (" << (v.op() ? v.op()->name() : "") << ", printed above)\n";
+    return;
+  }
+  seen.insert(v.node());
+  os << head(v) << '\n';
+  for (const auto& in : v.inputs()) print_tree(in, depth + 1, seen, os);
+}
+
+std::string dot_escape(const std::string& s) {
+  std::string r;
+  for (char c : s) {
+    if (c == '"' || c == '\\') r += '\\';
+    r += c;
+  }
+  return r;
+}
+
+}  // namespace
+
+std::string debugprint(const std::vector<Var>& outputs) {
+  std::ostringstream os;
+  std::unordered_set<const Node*> seen;
+  for (const auto& o : outputs) {
+    if (!o.defined()) throw ValueError("debugprint: undefined variable");
+    print_tree(o, 0, seen, os);
+  }
+  return os.str();
+}
+
+std::string debugprint(const Var& output) { return debugprint(std::vector<Var>{output}); }
+std::string debugprint(const FunctionGraph& graph) { return debugprint(graph.outputs()); }
+
+std::string to_dot(const std::vector<Var>& outputs) {
+  std::ostringstream os;
+  os << "digraph convgraph {\n  rankdir=TB;\n  node [fontname=\"Helvetica\", fontsize=10];\n";
+  for (const auto& v : topological_order(outputs)) {
+    const bool gpu = v.type().device == DeviceKind::cuda;
+    std::string shape = v.op() ? "box" : "ellipse";
+    std::string color = !v.op() ? (v.is_constant() ? "gray90" : "palegreen")
+                        : v.op()->is_abstract() ? "orange" : gpu ? "lightskyblue" : "lightyellow";
+    std::string label = v.op() ? v.op()->label() : v.is_constant() ? "Constant" : "Input";
+    if (!v.name().empty()) label += "\\n'" + v.name() + "'";
+    label += "\\n" + v.type().to_string();
+    if (v.op() && !v.op()->implementation().empty()) label += "\\n[" + v.op()->implementation() + "]";
+    os << "  n" << v.node()->id << " [shape=" << shape << ", style=filled, fillcolor=" << color << ", label=\""
+       << dot_escape(label) << "\"];\n";
+    for (std::size_t i = 0; i < v.inputs().size(); ++i)
+      os << "  n" << v.inputs()[i].node()->id << " -> n" << v.node()->id << " [label=\"" << i << "\"];\n";
+  }
+  os << "}\n";
+  return os.str();
+}
+
+std::string to_dot(const FunctionGraph& graph) { return to_dot(graph.outputs()); }
+
+}  // namespace convgraph

@@ -1,0 +1,312 @@
+#include "convgraph/ops/abstract_conv.hpp"
+
+#include <memory>
+#include <sstream>
+
+#include "convgraph/core/error.hpp"
+
+namespace convgraph {
+
+namespace {
+
+constexpr bool known(std::int64_t v) { return v >= 0; }
+
+// Operand names per direction, as the user-facing functions call them.
+struct OperandNames {
+  const char* first;
+  const char* second;
+};
+OperandNames operand_names(ConvDirection d) {
+  switch (d) {
+    case ConvDirection::forward: return {"input", "filters"};
+    case ConvDirection::grad_inputs: return {"filters", "output_grad"};
+    case ConvDirection::grad_weights: return {"input", "output_grad"};
+  }
+  return {"?", "?"};
+}
+
+// The forward geometry of a node: x (N, C, in...), w (K, C/G, k...), y (N, K, out...),
+// each dim known or kUnknown. infer() fills it from the operands and the target shape,
+// then checks every relation that the known dims allow.
+struct Geometry {
+  Shape x, w, y;
+};
+
+// Merges two sources of one dimension (target shape, shape-source operand, value derived
+// from the other operands); conflicting known values are a ShapeError.
+std::int64_t merge_dim(std::int64_t a, std::int64_t b, const std::string& who, const char* what,
+                       std::size_t axis, const Shape& sa, const Shape& sb) {
+  if (!known(a)) return b;
+  if (known(b) && a != b)
+    throw ShapeError(msg(who, ": ", what, " dim[", axis, "] is ", a, " in ", shape_to_string(sa),
+                         " but ", b, " in ", shape_to_string(sb)));
+  return a;
+}
+
+}  // namespace
+
+std::string AbstractConvOp::op_name(ConvDirection direction) {
+  switch (direction) {
+    case ConvDirection::forward: return "AbstractConv";
+    case ConvDirection::grad_inputs: return "AbstractConvGradInputs";
+    case ConvDirection::grad_weights: return "AbstractConvGradWeights";
+  }
+  return "AbstractConv?";
+}
+
+AbstractConvOp::AbstractConvOp(ConvDirection direction, ConvParams params, Shape target_shape)
+    : direction_(direction), target_(std::move(target_shape)) {
+  const std::string who =
+      params.name.empty() ? op_name(direction) : op_name(direction) + " '" + params.name + "'";
+  params_ = params.normalized(who);
+  const auto rank = static_cast<std::size_t>(params_.ndim + 2);
+  if (direction_ == ConvDirection::forward) {
+    if (!target_.empty())
+      throw ValueError(msg(who, ": a forward convolution takes no target shape, got ",
+                           shape_to_string(target_)));
+    return;
+  }
+  const char* what = direction_ == ConvDirection::grad_inputs ? "input_shape" : "filter_shape";
+  if (target_.empty()) target_.assign(rank, kUnknown);
+  if (target_.size() != rank)
+    throw ValueError(msg(who, ": ", what, " ", shape_to_string(target_), " must have ", rank,
+                         " entries (", params_.ndim, " spatial dims + 2), got ", target_.size()));
+  for (std::size_t i = 0; i < rank; ++i) {
+    if (target_[i] < kUnknown)
+      throw ValueError(msg(who, ": ", what, " ", shape_to_string(target_), " has a negative entry ",
+                           target_[i], " at dim ", i, " (use -1 for unknown)"));
+    if (i >= 2 && target_[i] == 0)
+      throw ValueError(msg(who, ": ", what, " ", shape_to_string(target_), " has a zero spatial size at dim ", i));
+  }
+}
+
+std::string AbstractConvOp::who() const {
+  return params_.name.empty() ? op_name(direction_) : op_name(direction_) + " '" + params_.name + "'";
+}
+
+std::string AbstractConvOp::name() const { return op_name(direction_); }
+
+std::string AbstractConvOp::params() const {
+  // The user's name is deliberately left out: two nodes computing the same thing merge.
+  std::string p = params_.to_string();
+  if (direction_ == ConvDirection::grad_inputs) p += " input_shape=" + shape_to_string(target_);
+  if (direction_ == ConvDirection::grad_weights) p += " filter_shape=" + shape_to_string(target_);
+  return p;
+}
+
+std::vector<std::string> AbstractConvOp::tags() const {
+  std::vector<std::string> t{"conv_dnn", "conv_gemm"};
+  bool dense = true;
+  for (std::size_t a = 0; a < params_.stride.size(); ++a)
+    dense = dense && params_.stride[a] == 1 && params_.dilation[a] == 1;
+  // Winograd exists only for stride 1, undilated 2-D kernels.
+  if (dense && params_.ndim == 2) t.emplace_back("conv_winograd");
+  if (params_.allow_fft) t.emplace_back("conv_fft");
+  t.emplace_back("conv_direct");
+  t.emplace_back("conv_meta");
+  return t;
+}
+
+TensorType AbstractConvOp::infer(const std::vector<TensorType>& inputs) const {
+  const std::string me = who();
+  const bool fwd = direction_ == ConvDirection::forward;
+  const std::size_t nmax = fwd ? 2 : 3;
+  if (inputs.size() < 2 || inputs.size() > nmax)
+    throw ValueError(msg(me, ": expects ", fwd ? "2 operands (input, filters)" :
+                         direction_ == ConvDirection::grad_inputs
+                             ? "2 operands (filters, output_grad) and an optional shape source"
+                             : "2 operands (input, output_grad) and an optional shape source",
+                         ", got ", inputs.size()));
+  const auto names = operand_names(direction_);
+  const int rank = params_.ndim + 2;
+  const char* arg_names[2] = {names.first, names.second};
+  for (int i = 0; i < 2; ++i) {
+    const TensorType& t = inputs[static_cast<std::size_t>(i)];
+    if (!is_float(t.dtype))
+      throw TypeError(msg(me, ": argument '", arg_names[i], "' has dtype ", dtype_name(t.dtype),
+                          "; convolutions need float16, bfloat16, float32 or float64"));
+    if (t.rank() != rank)
+      throw ShapeError(msg(me, ": argument '", arg_names[i], "' must have rank ", rank,
+                           " (2 + ", params_.ndim, " spatial dims), got ", t.to_string()));
+  }
+  if (inputs[0].dtype != inputs[1].dtype)
+    throw TypeError(msg(me, ": dtype mismatch: '", names.first, "' is ", dtype_name(inputs[0].dtype),
+                        " but '", names.second, "' is ", dtype_name(inputs[1].dtype)));
+  if (inputs[0].device != inputs[1].device)
+    throw TypeError(msg(me, ": device mismatch: '", names.first, "' is ", inputs[0].to_string(), " but '",
+                        names.second, "' is ", inputs[1].to_string()));
+  Shape source(static_cast<std::size_t>(rank), kUnknown);
+  if (inputs.size() == 3) {
+    if (inputs[2].rank() != rank)
+      throw ShapeError(msg(me, ": the shape source must have rank ", rank, ", got ", inputs[2].to_string()));
+    source = inputs[2].shape;
+  }
+
+  const std::int64_t G = params_.groups;
+  const auto nd = static_cast<std::size_t>(params_.ndim);
+  Geometry g;
+  const char* tname = direction_ == ConvDirection::grad_inputs ? "input_shape" : "filter_shape";
+  if (fwd) {
+    g.x = inputs[0].shape;
+    g.w = inputs[1].shape;
+  } else if (direction_ == ConvDirection::grad_inputs) {
+    g.w = inputs[0].shape;
+    g.y = inputs[1].shape;
+  } else {
+    g.x = inputs[0].shape;
+    g.y = inputs[1].shape;
+  }
+  // Derive the missing operand of a grad op: target hint, then shape source, then what
+  // the other two operands determine (Theano's get_conv_grad*_shape: unknown if ambiguous).
+  if (!fwd) {
+    Shape t(static_cast<std::size_t>(rank));
+    for (std::size_t i = 0; i < t.size(); ++i)
+      t[i] = merge_dim(target_[i], source[i], me, tname, i, target_, source);
+    Shape derived;
+    if (direction_ == ConvDirection::grad_inputs) {
+      derived = {g.y[0], known(g.w[1]) ? g.w[1] * G : kUnknown};
+      for (std::size_t a = 0; a < nd; ++a)
+        derived.push_back(get_conv_gradinputs_shape_1axis(g.w[a + 2], g.y[a + 2], params_.border,
+                                                          static_cast<int>(a), params_.stride[a],
+                                                          params_.dilation[a]));
+    } else {
+      derived = {g.y[1], known(g.x[1]) && g.x[1] % G == 0 ? g.x[1] / G : kUnknown};
+      for (std::size_t a = 0; a < nd; ++a)
+        derived.push_back(get_conv_gradweights_shape_1axis(g.x[a + 2], g.y[a + 2], params_.border,
+                                                           static_cast<int>(a), params_.stride[a],
+                                                           params_.dilation[a]));
+    }
+    // Only batch/channel dims are checked here; spatial ones are checked below against
+    // the forward formula, with a message that shows the whole geometry.
+    for (std::size_t i = 0; i < 2; ++i) {
+      if (known(t[i]) && known(derived[i]) && t[i] != derived[i]) {
+        const char* dim = direction_ == ConvDirection::grad_inputs
+                              ? (i == 0 ? "batch size (output_grad dim 0)" : "channels (filters dim 1 x num_groups)")
+                              : (i == 0 ? "filter count (output_grad dim 1)" : "channels per group (input dim 1 / num_groups)");
+        throw ShapeError(msg(me, ": ", tname, " ", shape_to_string(t), " has ", t[i], " at dim ", i,
+                             " but the ", dim, " is ", derived[i], " (", names.first, " ",
+                             shape_to_string(inputs[0].shape), ", ", names.second, " ",
+                             shape_to_string(inputs[1].shape), ", num_groups ", G, ")"));
+      }
+    }
+    for (std::size_t i = 0; i < t.size(); ++i)
+      if (!known(t[i])) t[i] = derived[i];
+    (direction_ == ConvDirection::grad_inputs ? g.x : g.w) = t;
+  }
+
+  // Channels and groups.
+  if (known(g.x[1]) && g.x[1] % G != 0)
+    throw ShapeError(msg(me, ": input channels ", g.x[1], " (input ", shape_to_string(g.x),
+                         ") are not divisible by num_groups ", G));
+  if (known(g.w[0]) && g.w[0] % G != 0)
+    throw ShapeError(msg(me, ": filter count ", g.w[0], " (filters ", shape_to_string(g.w),
+                         ") is not divisible by num_groups ", G));
+  if (known(g.x[1]) && known(g.w[1]) && g.x[1] != g.w[1] * G)
+    throw ShapeError(msg(me, ": channels mismatch: input ", shape_to_string(g.x), " has ", g.x[1],
+                         " channels but filters ", shape_to_string(g.w), " expect ", g.w[1],
+                         " per group x num_groups ", G, " = ", g.w[1] * G));
+
+  // The forward output, and its agreement with a given output_grad.
+  Shape y{g.x[0], g.w[0]};
+  for (std::size_t a = 0; a < nd; ++a) {
+    const std::int64_t dk = known(g.w[a + 2]) ? (g.w[a + 2] - 1) * params_.dilation[a] + 1 : kUnknown;
+    const auto [p0, p1] = params_.border.axis_pads(static_cast<int>(a), dk);
+    const std::int64_t o = conv_output_size(g.x[a + 2], g.w[a + 2], params_.stride[a], params_.dilation[a], p0, p1);
+    if (known(o) && o < 1)
+      throw ShapeError(msg(me, ": output size of spatial axis ", a, " would be ", o,
+                           " (below 1): input size ", g.x[a + 2], " + padding ", p0, "+", p1,
+                           " is smaller than the dilated kernel ", dk, " (input ", shape_to_string(g.x),
+                           ", filters ", shape_to_string(g.w), ", ", params_.to_string(), ")"));
+    y.push_back(o);
+  }
+  if (!fwd) {
+    for (std::size_t i = 0; i < y.size(); ++i) {
+      if (known(y[i]) && known(g.y[i]) && y[i] != g.y[i])
+        throw ShapeError(msg(me, ": invalid ", tname, ": input ", shape_to_string(g.x), " and filters ",
+                             shape_to_string(g.w), " would produce an output of shape ",
+                             shape_to_string(y), ", but output_grad has shape ", shape_to_string(g.y),
+                             " (", params_.to_string(), ")"));
+      if (!known(y[i])) y[i] = g.y[i];
+    }
+  }
+
+  TensorType out{inputs[0].dtype, {}, inputs[0].device};
+  switch (direction_) {
+    case ConvDirection::forward: out.shape = y; break;
+    case ConvDirection::grad_inputs: out.shape = g.x; break;
+    case ConvDirection::grad_weights: out.shape = g.w; break;
+  }
+  bool inputs_known = true;
+  for (const auto& t : inputs) inputs_known = inputs_known && t.fully_known();
+  if (inputs_known && !out.fully_known())
+    throw ShapeError(msg(me, ": the ", tname, " is ambiguous: ", shape_to_string(out.shape),
+                         " from ", names.first, " ", shape_to_string(inputs[0].shape), " and ",
+                         names.second, " ", shape_to_string(inputs[1].shape), " with ",
+                         params_.to_string(), "; several shapes give the same output (stride > 1 or "
+                         "'half' padding): pass the full ", tname));
+  return out;
+}
+
+ConvProblem AbstractConvOp::problem(const std::vector<TensorType>& inputs) const {
+  const TensorType out = infer(inputs);
+  const Shape* x = nullptr;
+  const Shape* w = nullptr;
+  switch (direction_) {
+    case ConvDirection::forward: x = &inputs[0].shape; w = &inputs[1].shape; break;
+    case ConvDirection::grad_inputs: x = &out.shape; w = &inputs[0].shape; break;
+    case ConvDirection::grad_weights: x = &inputs[0].shape; w = &out.shape; break;
+  }
+  return ConvProblem::make(direction_, params_, *x, *w, inputs[0].dtype, who());
+}
+
+double AbstractConvOp::flops(const std::vector<TensorType>& inputs) const { return problem(inputs).flops(); }
+
+std::vector<Var> AbstractConvOp::grad(const std::vector<Var>& inputs, const Var& output,
+                                      const Var& output_grad) const {
+  (void)output;
+  const std::string base = params_.name;
+  auto node_name = [&](const char* suffix) { return base.empty() ? std::string() : base + suffix; };
+  // A grad node rebuilds an operand of this node: its target is that operand's static
+  // shape, and the operand itself rides along as shape source when that is incomplete.
+  auto grad_node = [&](ConvDirection dir, const Var& a, const Var& b, const Var& like, const char* suffix) {
+    std::vector<Var> args{a, b};
+    if (!like.type().fully_known()) args.push_back(like);
+    return apply(std::make_shared<AbstractConvOp>(dir, params_, like.shape()), std::move(args), node_name(suffix));
+  };
+  auto forward = [&](const Var& x, const Var& w, const char* suffix) {
+    return apply(std::make_shared<AbstractConvOp>(ConvDirection::forward, params_), {x, w}, node_name(suffix));
+  };
+  const Var& g = output_grad;
+  switch (direction_) {
+    case ConvDirection::forward: {
+      const Var& x = inputs[0];
+      const Var& w = inputs[1];
+      return {grad_node(ConvDirection::grad_inputs, w, g, x, ".grad_inputs"),
+              grad_node(ConvDirection::grad_weights, x, g, w, ".grad_weights")};
+    }
+    case ConvDirection::grad_inputs: {
+      // dx = GI(w, dy): linear in w and in dy; the adjoints are GW and the forward op.
+      const Var& w = inputs[0];
+      const Var& dy = inputs[1];
+      std::vector<Var> out{grad_node(ConvDirection::grad_weights, g, dy, w, ".grad_weights"),
+                           forward(g, w, ".forward")};
+      if (inputs.size() == 3) out.emplace_back();  // the shape source carries no gradient
+      return out;
+    }
+    case ConvDirection::grad_weights: {
+      const Var& x = inputs[0];
+      const Var& dy = inputs[1];
+      std::vector<Var> out{grad_node(ConvDirection::grad_inputs, g, dy, x, ".grad_inputs"),
+                           forward(x, g, ".forward")};
+      if (inputs.size() == 3) out.emplace_back();
+      return out;
+    }
+  }
+  return {};
+}
+
+const AbstractConvOp* as_abstract_conv(const Var& v) {
+  return v.defined() ? dynamic_cast<const AbstractConvOp*>(v.op()) : nullptr;
+}
+
+}  // namespace convgraph

@@ -1,0 +1,171 @@
+// dot / matmul: numpy matmul semantics (1-D operands are promoted to a row or a column and
+// the extra axis dropped again; leading "batch" axes broadcast), computed with Eigen's
+// GEMM on row-major maps. Eigen stays inside this translation unit.
+#include <Eigen/Core>
+
+#include "convgraph/ops/math.hpp"
+#include "convgraph/ops/nnet.hpp"
+#include "convgraph/ops/shape_ops.hpp"
+#include "ops/kernel_util.hpp"
+#include "ops/shape_ops_internal.hpp"
+
+namespace convgraph {
+
+namespace {
+
+/// Shapes of a matmul split into broadcast batch axes and the matrix dimensions.
+struct MatmulShape {
+  Shape batch;                 ///< broadcast batch shape
+  std::int64_t m = 1, k = 1, n = 1;
+  Shape a_batch, b_batch;      ///< each operand's batch axes, right-aligned to `batch`
+};
+
+std::int64_t merge_batch_dim(std::int64_t a, std::int64_t b, const TensorType& ta, const TensorType& tb) {
+  if (a == 1) return b;
+  if (b == 1) return a;
+  if (a >= 0 && b >= 0 && a != b)
+    throw ShapeError(msg("matmul: batch dimensions ", a, " and ", b, " of ", shape_to_string(ta.shape), " and ",
+                         shape_to_string(tb.shape), " do not broadcast"));
+  return a >= 0 ? a : b;
+}
+
+MatmulShape matmul_shape(const TensorType& a, const TensorType& b) {
+  if (a.rank() == 0 || b.rank() == 0)
+    throw ShapeError(msg("matmul: operands must have rank >= 1 (use * for scalars), got ", shape_to_string(a.shape),
+                         " and ", shape_to_string(b.shape)));
+  MatmulShape s;
+  const int ra = a.rank(), rb = b.rank();
+  s.m = ra >= 2 ? a.shape[static_cast<std::size_t>(ra - 2)] : 1;
+  s.k = a.shape.back();
+  const std::int64_t kb = rb >= 2 ? b.shape[static_cast<std::size_t>(rb - 2)] : b.shape[0];
+  s.n = rb >= 2 ? b.shape.back() : 1;
+  if (!detail::dims_compatible(s.k, kb))
+    throw ShapeError(msg("matmul: inner dimensions differ: a ", shape_to_string(a.shape), " has ", s.k,
+                         " columns, b ", shape_to_string(b.shape), " has ", kb, " rows"));
+  if (s.k < 0) s.k = kb;
+  s.a_batch.assign(a.shape.begin(), a.shape.end() - std::min(ra, 2));
+  s.b_batch.assign(b.shape.begin(), b.shape.end() - std::min(rb, 2));
+  const std::size_t nb = std::max(s.a_batch.size(), s.b_batch.size());
+  s.a_batch.insert(s.a_batch.begin(), nb - s.a_batch.size(), 1);
+  s.b_batch.insert(s.b_batch.begin(), nb - s.b_batch.size(), 1);
+  for (std::size_t i = 0; i < nb; ++i) s.batch.push_back(merge_batch_dim(s.a_batch[i], s.b_batch[i], a, b));
+  return s;
+}
+
+/// Offsets (in matrices) of each operand's matrix for every broadcast batch index.
+void batch_offsets(const MatmulShape& s, std::vector<std::int64_t>& oa, std::vector<std::int64_t>& ob) {
+  const std::int64_t nb = numel(s.batch);
+  oa.assign(static_cast<std::size_t>(nb), 0);
+  ob.assign(static_cast<std::size_t>(nb), 0);
+  const Shape sa = contiguous_strides(s.a_batch), sb = contiguous_strides(s.b_batch);
+  for (std::int64_t i = 0; i < nb; ++i) {
+    std::int64_t rem = i;
+    for (std::size_t d = s.batch.size(); d-- > 0;) {
+      const std::int64_t idx = rem % s.batch[d];
+      rem /= s.batch[d];
+      if (s.a_batch[d] != 1) oa[static_cast<std::size_t>(i)] += idx * sa[d];
+      if (s.b_batch[d] != 1) ob[static_cast<std::size_t>(i)] += idx * sb[d];
+    }
+  }
+}
+
+template <class T>
+void gemm_batched(const MatmulShape& s, const T* a, const T* b, T* c, const ExecContext& ctx) {
+  using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  std::vector<std::int64_t> oa, ob;
+  batch_offsets(s, oa, ob);
+  const std::int64_t nb = numel(s.batch), m = s.m, k = s.k, n = s.n;
+  if (m * n == 0) return;
+  if (k == 0) {
+    std::fill(c, c + nb * m * n, T(0));
+    return;
+  }
+  // Tasks are (batch, block of rows); a block carries roughly 1 MFLOP so tiny products stay
+  // on one thread and a single large GEMM is still split across the pool.
+  const std::int64_t row_cost = std::max<std::int64_t>(1, k * n);
+  const std::int64_t rows_per_task = std::clamp<std::int64_t>((1 << 20) / row_cost, 1, m);
+  const std::int64_t blocks = (m + rows_per_task - 1) / rows_per_task;
+  detail::parallel_range(ctx, nb * blocks, 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t t = begin; t < end; ++t) {
+      const std::int64_t bi = t / blocks, r0 = (t % blocks) * rows_per_task;
+      const std::int64_t rows = std::min(rows_per_task, m - r0);
+      Eigen::Map<const Mat> A(a + oa[static_cast<std::size_t>(bi)] * m * k + r0 * k, rows, k);
+      Eigen::Map<const Mat> B(b + ob[static_cast<std::size_t>(bi)] * k * n, k, n);
+      Eigen::Map<Mat> C(c + bi * m * n + r0 * n, rows, n);
+      C.noalias() = A * B;
+    }
+  });
+}
+
+std::vector<int> swap_last_two(int rank) {
+  std::vector<int> p;
+  for (int i = 0; i < rank; ++i) p.push_back(i);
+  std::swap(p[static_cast<std::size_t>(rank - 2)], p[static_cast<std::size_t>(rank - 1)]);
+  return p;
+}
+
+class MatmulOp final : public Op {
+ public:
+  std::string name() const override { return "matmul"; }
+  TensorType infer(const std::vector<TensorType>& in) const override {
+    detail::check_arity(*this, in.size(), 2);
+    const TensorType &a = in[0], &b = in[1];
+    detail::check_dtype("matmul", "a", a.dtype, {DType::float32, DType::float64, DType::int32, DType::int64});
+    if (a.dtype != b.dtype)
+      throw TypeError(msg("matmul: operands have different dtypes ", a.to_string(), " and ", b.to_string(),
+                          "; cast one of them"));
+    const MatmulShape s = matmul_shape(a, b);
+    Shape out = s.batch;
+    if (a.rank() >= 2) out.push_back(s.m);
+    if (b.rank() >= 2) out.push_back(s.n);
+    return TensorType{a.dtype, std::move(out), a.device};
+  }
+
+  std::vector<Var> grad(const std::vector<Var>& in, const Var& out, const Var& g) const override {
+    const Var &a = in[0], &b = in[1];
+    if (!is_float(a.dtype())) return {Var(), Var()};
+    // Promote 1-D operands (and the matching axes of g) to matrices, so one rule serves all.
+    const Var a2 = a.rank() == 1 ? dimshuffle(a, {-1, 0}) : a;
+    const Var b2 = b.rank() == 1 ? dimshuffle(b, {0, -1}) : b;
+    Var g2 = g;
+    if (a.rank() == 1 || b.rank() == 1) {
+      std::vector<int> p;
+      const int gr = g.rank();
+      const int batch = gr - (a.rank() >= 2) - (b.rank() >= 2);
+      for (int i = 0; i < batch; ++i) p.push_back(i);
+      p.push_back(a.rank() >= 2 ? batch : -1);
+      p.push_back(b.rank() >= 2 ? gr - 1 : -1);
+      g2 = dimshuffle(g, std::move(p));
+    }
+    Var ga = matmul(g2, dimshuffle(b2, swap_last_two(b2.rank())));
+    Var gb = matmul(dimshuffle(a2, swap_last_two(a2.rank())), g2);
+    // Operands broadcast over batch axes get their gradient summed back.
+    if (ga.shape() != a2.shape()) ga = sum_to(ga, a2);
+    if (gb.shape() != b2.shape()) gb = sum_to(gb, b2);
+    if (a.rank() == 1) ga = reshape_like(ga, a);
+    if (b.rank() == 1) gb = reshape_like(gb, b);
+    return {ga, gb};
+  }
+
+  void perform(const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) const override {
+    TensorType ta{in[0].dtype(), in[0].shape()}, tb{in[1].dtype(), in[1].shape()};
+    const MatmulShape s = matmul_shape(ta, tb);
+    detail::dispatch_dtype(in[0].dtype(), "matmul", [&](auto z) {
+      using T = decltype(z);
+      if constexpr (std::is_same_v<T, bool>) {
+        throw TypeError("matmul: bool operands; cast them first");
+      } else {
+        gemm_batched<T>(s, in[0].data<T>(), in[1].data<T>(), out.data<T>(), ctx);
+      }
+      return 0;
+    });
+  }
+};
+
+}  // namespace
+
+Var matmul(const Var& a, const Var& b) { return convgraph::apply(std::make_shared<MatmulOp>(), {a, b}); }
+
+Var dot(const Var& a, const Var& b) { return matmul(a, b); }
+
+}  // namespace convgraph

@@ -1,0 +1,275 @@
+// Mode presets, chaining and the flag language (DESIGN.md, "Flags").
+#include "convgraph/optimizer/mode.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+#include "convgraph/core/error.hpp"
+#include "optimizer/text_util.hpp"
+
+namespace convgraph {
+
+namespace {
+
+constexpr std::size_t kNoLimit = std::numeric_limits<std::size_t>::max();
+
+struct FlagSpec {
+  std::string_view name;
+  std::string_view values;  // shown in error messages
+};
+
+// Every flag the language knows, in the order `to_string()` prints them.
+constexpr FlagSpec kFlags[] = {
+    {"device", "cpu|cuda"},
+    {"mode", "FAST_RUN|FAST_COMPILE|DebugMode"},
+    {"optimizer", "fast_run|fast_compile|None"},
+    {"optimizer_including", "tag[:tag...]"},
+    {"optimizer_excluding", "tag[:tag...]"},
+    {"optimizer_requiring", "tag[:tag...]"},
+    {"metaopt.verbose", "0|1|2"},
+    {"metaopt.optimizer_including", "tag[:tag...]"},
+    {"metaopt.optimizer_excluding", "tag[:tag...]"},
+    {"metaopt.cache", "PATH|None"},
+    {"metaopt.budget", "SECONDS (> 0)"},
+    {"workspace_limit", "BYTES[K|M|G]|None"},
+    {"profile", "True|False"},
+    {"threads", "N (0 = default pool)"},
+};
+
+std::string valid_flags_text() {
+  std::ostringstream os;
+  for (std::size_t i = 0; i < std::size(kFlags); ++i)
+    os << (i ? ", " : "") << kFlags[i].name << "=" << kFlags[i].values;
+  return os.str();
+}
+
+std::string lower(std::string_view s) {
+  std::string r(s);
+  for (auto& c : r) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return r;
+}
+
+[[noreturn]] void bad_value(std::string_view flag, std::string_view value, std::string_view valid,
+                            const std::vector<std::string>& choices = {}) {
+  std::string hint;
+  if (!choices.empty()) {
+    const std::string near = closest_match(lower(value), choices);
+    if (!near.empty()) hint = msg("; did you mean '", near, "'?");
+  }
+  throw FlagError(msg("flag ", flag, ": invalid value '", value, "'", hint, " (valid: ", valid, ")"));
+}
+
+bool parse_bool(std::string_view flag, std::string_view v) {
+  const std::string l = lower(v);
+  if (l == "true" || l == "1" || l == "yes" || l == "on") return true;
+  if (l == "false" || l == "0" || l == "no" || l == "off") return false;
+  bad_value(flag, v, "True|False", {"true", "false"});
+}
+
+std::size_t parse_bytes(std::string_view flag, std::string_view v) {
+  const std::string l = lower(v);
+  if (l == "none" || l == "inf" || l == "unlimited") return kNoLimit;
+  if (l.empty() || !std::isdigit(static_cast<unsigned char>(l[0])))
+    bad_value(flag, v, "BYTES[K|M|G]|None");
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long n = std::strtoull(l.c_str(), &end, 10);
+  std::string suffix(end);
+  if (!suffix.empty() && suffix.back() == 'b') suffix.pop_back();  // "64mb", "1kb"
+  if (!suffix.empty() && suffix.back() == 'i') suffix.pop_back();  // "64mi(b)"
+  unsigned long long scale = 1;
+  if (suffix == "k") scale = 1ull << 10;
+  else if (suffix == "m") scale = 1ull << 20;
+  else if (suffix == "g") scale = 1ull << 30;
+  else if (!suffix.empty()) bad_value(flag, v, "BYTES[K|M|G]|None");
+  if (errno == ERANGE || n > kNoLimit / scale) bad_value(flag, v, "a byte count below 2^64");
+  return static_cast<std::size_t>(n * scale);
+}
+
+int parse_int(std::string_view flag, std::string_view v, int lo, int hi, std::string_view valid) {
+  const std::string s(v);
+  char* end = nullptr;
+  errno = 0;
+  const long n = std::strtol(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || errno == ERANGE || n < lo || n > hi) bad_value(flag, v, valid);
+  return static_cast<int>(n);
+}
+
+double parse_seconds(std::string_view flag, std::string_view v) {
+  const std::string s(v);
+  char* end = nullptr;
+  const double d = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0' || !(d > 0) || !std::isfinite(d)) bad_value(flag, v, "SECONDS (> 0)");
+  return d;
+}
+
+void add_unique(std::vector<std::string>& to, const std::vector<std::string>& tags) {
+  for (const auto& t : tags)
+    if (std::find(to.begin(), to.end(), t) == to.end()) to.push_back(t);
+}
+
+std::vector<std::string> tag_list(std::string_view flag, std::string_view v) {
+  std::vector<std::string> out;
+  for (auto& t : split_text(v, ':')) {
+    if (t.empty()) continue;  // "a::b" and a trailing ':' are harmless
+    for (char c : t)
+      if (std::isspace(static_cast<unsigned char>(c)) || c == '=' || c == ',')
+        bad_value(flag, v, "tags separated by ':'");
+    out.push_back(t);
+  }
+  return out;
+}
+
+std::string join_tags(const std::vector<std::string>& tags) {
+  std::string s;
+  for (std::size_t i = 0; i < tags.size(); ++i) s += (i ? ":" : "") + tags[i];
+  return s;
+}
+
+std::string bytes_text(std::size_t n) {
+  if (n == kNoLimit) return "None";
+  if (n != 0 && n % (1ull << 30) == 0) return std::to_string(n >> 30) + "G";
+  if (n != 0 && n % (1ull << 20) == 0) return std::to_string(n >> 20) + "M";
+  if (n != 0 && n % (1ull << 10) == 0) return std::to_string(n >> 10) + "K";
+  return std::to_string(n);
+}
+
+void apply_flag(Mode& m, std::string_view key, std::string_view value) {
+  if (key == "device") {
+    const std::string l = lower(value);
+    if (l == "cpu") m.device = DeviceKind::cpu;
+    else if (l == "cuda" || l == "gpu") m.device = DeviceKind::cuda;
+    else bad_value(key, value, "cpu|cuda", {"cpu", "cuda"});
+  } else if (key == "mode") {
+    const std::string l = lower(value);
+    if (l == "fast_run") { m.optimizer = "fast_run"; m.debug = false; }
+    else if (l == "fast_compile") { m.optimizer = "fast_compile"; m.debug = false; }
+    else if (l == "debugmode" || l == "debug_mode") { m.optimizer = "fast_run"; m.debug = true; }
+    else bad_value(key, value, "FAST_RUN|FAST_COMPILE|DebugMode", {"fast_run", "fast_compile", "debugmode"});
+  } else if (key == "optimizer") {
+    const std::string l = lower(value);
+    if (l == "fast_run" || l == "fast_compile") m.optimizer = l;
+    else if (l == "none") m.optimizer = "None";
+    else bad_value(key, value, "fast_run|fast_compile|None", {"fast_run", "fast_compile", "none"});
+  } else if (key == "optimizer_including") {
+    add_unique(m.include_tags, tag_list(key, value));
+  } else if (key == "optimizer_excluding") {
+    add_unique(m.exclude_tags, tag_list(key, value));
+  } else if (key == "optimizer_requiring") {
+    add_unique(m.require_tags, tag_list(key, value));
+  } else if (key == "metaopt.verbose") {
+    m.metaopt_verbose = parse_int(key, value, 0, 2, "0|1|2");
+  } else if (key == "metaopt.optimizer_including") {
+    add_unique(m.metaopt_include, tag_list(key, value));
+  } else if (key == "metaopt.optimizer_excluding") {
+    add_unique(m.metaopt_exclude, tag_list(key, value));
+  } else if (key == "metaopt.cache") {
+    if (value.empty()) bad_value(key, value, "PATH|None");
+    m.metaopt_cache = lower(value) == "none" ? "None" : std::string(value);
+  } else if (key == "metaopt.budget") {
+    m.metaopt_budget = parse_seconds(key, value);
+  } else if (key == "workspace_limit") {
+    m.workspace_limit = parse_bytes(key, value);
+  } else if (key == "profile") {
+    m.profile = parse_bool(key, value);
+  } else if (key == "threads") {
+    m.threads = parse_int(key, value, 0, 4096, "N (0 = default pool)");
+  } else {
+    std::vector<std::string> names;
+    for (const auto& f : kFlags) names.emplace_back(f.name);
+    const std::string near = closest_match(std::string(key), names);
+    throw FlagError(msg("unknown flag '", key, "'", near.empty() ? "" : "; did you mean '" + near + "'?",
+                        " (valid flags: ", valid_flags_text(), ")"));
+  }
+}
+
+}  // namespace
+
+Mode Mode::fast_run() { return Mode{}; }
+
+Mode Mode::fast_compile() {
+  Mode m;
+  m.optimizer = "fast_compile";
+  return m;
+}
+
+Mode Mode::debug_mode() {
+  Mode m;
+  m.debug = true;
+  return m;
+}
+
+Mode Mode::none() {
+  Mode m;
+  m.optimizer = "None";
+  return m;
+}
+
+Mode Mode::including(std::string_view tags) const {
+  Mode m = *this;
+  add_unique(m.include_tags, tag_list("including", tags));
+  return m;
+}
+
+Mode Mode::excluding(std::string_view tags) const {
+  Mode m = *this;
+  add_unique(m.exclude_tags, tag_list("excluding", tags));
+  return m;
+}
+
+Mode Mode::requiring(std::string_view tags) const {
+  Mode m = *this;
+  add_unique(m.require_tags, tag_list("requiring", tags));
+  return m;
+}
+
+Mode Mode::with_flags(std::string_view flags) const { return from_flags(flags, *this); }
+
+Mode Mode::from_flags(std::string_view flags, const Mode& base) {
+  Mode m = base;
+  for (const auto& item : split_text(flags, ',')) {
+    const std::string entry = trim_text(item);
+    if (entry.empty()) continue;  // "a=1,,b=2" and a trailing ',' are harmless
+    const auto eq = entry.find('=');
+    if (eq == std::string::npos)
+      throw FlagError(msg("flag '", entry, "' has no value: write name=value (valid flags: ",
+                          valid_flags_text(), ")"));
+    apply_flag(m, trim_text(entry.substr(0, eq)), trim_text(entry.substr(eq + 1)));
+  }
+  return m;
+}
+
+Mode Mode::from_env() {
+  const char* env = std::getenv("CONVGRAPH_FLAGS");
+  if (env == nullptr || *env == '\0') return fast_run();
+  try {
+    return from_flags(env, fast_run());
+  } catch (const FlagError& e) {
+    throw FlagError(msg("CONVGRAPH_FLAGS=\"", env, "\": ", e.what()));
+  }
+}
+
+std::string Mode::to_string() const {
+  std::ostringstream os;
+  os << "device=" << device_name(device);
+  if (debug) os << ",mode=DebugMode";
+  os << ",optimizer=" << optimizer;
+  if (!include_tags.empty()) os << ",optimizer_including=" << join_tags(include_tags);
+  if (!exclude_tags.empty()) os << ",optimizer_excluding=" << join_tags(exclude_tags);
+  if (!require_tags.empty()) os << ",optimizer_requiring=" << join_tags(require_tags);
+  if (metaopt_verbose != 0) os << ",metaopt.verbose=" << metaopt_verbose;
+  if (!metaopt_include.empty()) os << ",metaopt.optimizer_including=" << join_tags(metaopt_include);
+  if (!metaopt_exclude.empty()) os << ",metaopt.optimizer_excluding=" << join_tags(metaopt_exclude);
+  if (!metaopt_cache.empty()) os << ",metaopt.cache=" << metaopt_cache;
+  if (metaopt_budget != Mode{}.metaopt_budget) os << ",metaopt.budget=" << metaopt_budget;
+  if (workspace_limit != kNoLimit) os << ",workspace_limit=" << bytes_text(workspace_limit);
+  if (profile) os << ",profile=True";
+  if (threads != 0) os << ",threads=" << threads;
+  return os.str();
+}
+
+}  // namespace convgraph

@@ -1,0 +1,265 @@
+// compile() and Function: optimize a private clone of the graph, then run it as a
+// linear schedule of kernels over an arena planned from value lifetimes.
+#include "convgraph/runtime/function.hpp"
+
+#include <chrono>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <unordered_map>
+
+#include "convgraph/core/print.hpp"
+#include "convgraph/optimizer/optimize.hpp"
+#include "convgraph/runtime/thread_pool.hpp"
+#include "runtime/memory_planner.hpp"
+
+namespace convgraph {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+std::string node_label(const Var& v) {
+  std::string s = "#" + std::to_string(v.node()->id) + " " + (v.op() ? v.op()->name() : v.is_constant() ? "constant" : "input");
+  if (!v.name().empty()) s += " '" + v.name() + "'";
+  return s;
+}
+
+std::string arg_label(std::size_t i, const Var& in) {
+  return "argument " + std::to_string(i) + (in.name().empty() ? "" : " ('" + in.name() + "')");
+}
+}  // namespace
+
+struct Function::Impl {
+  FunctionGraph graph;
+  Mode mode;
+  CompileStats stats;
+  std::vector<Var> order;                          // every node, inputs first
+  std::unordered_map<const Node*, int> slot;       // node -> index in order
+  std::vector<int> last_use;                       // per slot: last step reading it
+  std::unique_ptr<ThreadPool> own_pool;
+  ThreadPool* pool = nullptr;
+
+  struct Plan {
+    std::vector<Shape> arg_shapes;
+    std::vector<TensorType> types;        // concrete, per slot
+    std::vector<std::int64_t> offset;     // arena byte offset per slot, -1 if not in the arena
+    std::size_t arena_bytes = 0, total_bytes = 0, workspace_bytes = 0;
+  };
+  mutable std::mutex mu;                  // one call at a time: the arena is shared
+  mutable std::optional<Plan> plan;
+  mutable std::shared_ptr<Storage> arena, workspace;
+  mutable ProfileStats profile;
+
+  explicit Impl(FunctionGraph g) : graph(std::move(g)) {}
+
+  bool is_output(int s) const {
+    for (const auto& o : graph.outputs())
+      if (slot.at(o.node()) == s) return true;
+    return false;
+  }
+
+  void index() {
+    order = graph.toposort();
+    for (std::size_t i = 0; i < order.size(); ++i) slot[order[i].node()] = static_cast<int>(i);
+    last_use.assign(order.size(), -1);
+    for (std::size_t i = 0; i < order.size(); ++i)
+      for (const auto& in : order[i].inputs()) last_use[static_cast<std::size_t>(slot.at(in.node()))] = static_cast<int>(i);
+    profile.nodes.clear();
+    for (const auto& v : order)
+      if (v.op()) profile.nodes.push_back({node_label(v), v.op()->name(), v.op()->implementation(), 0, 0, 0, 0});
+  }
+
+  const Plan& plan_for(const std::vector<Tensor>& args) const {
+    std::vector<Shape> shapes;
+    for (const auto& a : args) shapes.push_back(a.shape());
+    if (plan && plan->arg_shapes == shapes) return *plan;
+    Plan p;
+    p.arg_shapes = shapes;
+    p.types.resize(order.size());
+    p.offset.assign(order.size(), -1);
+    std::vector<detail::BufferRequest> requests;
+    std::vector<int> request_slot;
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      const Var& v = order[i];
+      if (v.is_input()) {
+        p.types[i] = v.type();
+        p.types[i].shape = args[static_cast<std::size_t>(slot_to_arg(static_cast<int>(i)))].shape();
+        continue;
+      }
+      if (v.is_constant()) {
+        p.types[i] = v.type();
+        continue;
+      }
+      std::vector<TensorType> ins;
+      for (const auto& in : v.inputs()) ins.push_back(p.types[static_cast<std::size_t>(slot.at(in.node()))]);
+      try {
+        p.types[i] = v.op()->infer(ins);
+        p.workspace_bytes = std::max(p.workspace_bytes, v.op()->workspace_bytes(ins));
+      } catch (const Error& e) {
+        rethrow_with(e, msg("while computing the shape of node ", node_label(v), ": "));
+      }
+      if (!is_output(static_cast<int>(i))) {
+        const auto bytes = static_cast<std::size_t>(numel(p.types[i].shape)) * dtype_size(p.types[i].dtype);
+        requests.push_back({bytes, static_cast<int>(i), std::max(static_cast<int>(i), last_use[i])});
+        request_slot.push_back(static_cast<int>(i));
+      }
+    }
+    const detail::ArenaPlan ap = detail::plan_arena(requests);
+    for (std::size_t r = 0; r < requests.size(); ++r)
+      p.offset[static_cast<std::size_t>(request_slot[r])] = static_cast<std::int64_t>(ap.offsets[r]);
+    p.arena_bytes = ap.arena_bytes;
+    p.total_bytes = ap.total_bytes;
+    if (!arena || arena->bytes < p.arena_bytes) arena = allocate_host(p.arena_bytes);
+    if (!workspace || workspace->bytes < p.workspace_bytes) workspace = allocate_host(p.workspace_bytes);
+    plan = std::move(p);
+    profile.peak_bytes = plan->arena_bytes;
+    return *plan;
+  }
+
+  int slot_to_arg(int s) const {
+    const auto& ins = graph.inputs();
+    for (std::size_t a = 0; a < ins.size(); ++a)
+      if (slot.at(ins[a].node()) == s) return static_cast<int>(a);
+    return -1;
+  }
+
+  [[noreturn]] static void rethrow_with(const Error& e, const std::string& prefix) {
+    const std::string what = prefix + e.what();
+    if (dynamic_cast<const TypeError*>(&e)) throw TypeError(what);
+    if (dynamic_cast<const ShapeError*>(&e)) throw ShapeError(what);
+    if (dynamic_cast<const ValueError*>(&e)) throw ValueError(what);
+    if (dynamic_cast<const MismatchError*>(&e)) throw MismatchError(what);
+    if (dynamic_cast<const MemoryError*>(&e)) throw MemoryError(what);
+    if (dynamic_cast<const DeviceError*>(&e)) throw DeviceError(what);
+    throw RuntimeError(what);
+  }
+
+  void check_args(const std::vector<Tensor>& args) const {
+    const auto& ins = graph.inputs();
+    if (args.size() != ins.size())
+      throw RuntimeError(msg("Function call: expected ", ins.size(), " argument(s), got ", args.size()));
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      const TensorType& want = ins[i].type();
+      const Tensor& a = args[i];
+      if (!a.defined()) throw ValueError(msg("Function call: ", arg_label(i, ins[i]), " is an undefined tensor"));
+      if (a.dtype() != want.dtype)
+        throw TypeError(msg("Function call: ", arg_label(i, ins[i]), " has dtype ", dtype_name(a.dtype()),
+                            " but the input is declared ", want.to_string()));
+      if (a.rank() != want.rank())
+        throw ShapeError(msg("Function call: ", arg_label(i, ins[i]), " has shape ", shape_to_string(a.shape()),
+                             " (rank ", a.rank(), ") but the input is declared ", want.to_string()));
+      for (int d = 0; d < a.rank(); ++d)
+        if (want.shape[static_cast<std::size_t>(d)] >= 0 && want.shape[static_cast<std::size_t>(d)] != a.shape()[static_cast<std::size_t>(d)])
+          throw ShapeError(msg("Function call: ", arg_label(i, ins[i]), " has shape ", shape_to_string(a.shape()),
+                               " but the input is declared ", want.to_string(), " (axis ", d, ")"));
+      if (a.device() != want.device)
+        throw TypeError(msg("Function call: ", arg_label(i, ins[i]), " lives on ", device_name(a.device()),
+                            " but the input is declared on ", device_name(want.device)));
+    }
+  }
+
+  std::vector<Tensor> run(const std::vector<Tensor>& args) const {
+    std::lock_guard<std::mutex> lock(mu);
+    check_args(args);
+    const auto t_call = Clock::now();
+    const Plan& p = plan_for(args);
+    std::vector<Tensor> values(order.size());
+    for (std::size_t a = 0; a < args.size(); ++a)
+      values[static_cast<std::size_t>(slot.at(graph.inputs()[a].node()))] = args[a].contiguous();
+    ExecContext ctx{pool, workspace ? workspace->data : nullptr, p.workspace_bytes, nullptr};
+    std::size_t step = 0;
+    std::vector<Tensor> ins;
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      const Var& v = order[i];
+      if (v.is_input()) continue;
+      if (v.is_constant()) {
+        values[i] = *v.constant_value();
+        continue;
+      }
+      const TensorType& t = p.types[i];
+      values[i] = p.offset[i] >= 0
+                      ? Tensor(arena, t.dtype, t.shape, p.offset[i] / static_cast<std::int64_t>(dtype_size(t.dtype)))
+                      : Tensor(t.dtype, t.shape);
+      ins.clear();
+      for (const auto& in : v.inputs()) ins.push_back(values[static_cast<std::size_t>(slot.at(in.node()))]);
+      const auto t0 = Clock::now();
+      try {
+        v.op()->perform(ins, values[i], ctx);
+      } catch (const Error& e) {
+        rethrow_with(e, msg("while running node ", node_label(v), " (", v.op()->label(), "): "));
+      } catch (const std::bad_alloc&) {
+        throw MemoryError(msg("while running node ", node_label(v), ": out of memory"));
+      }
+      if (mode.profile) {
+        NodeProfile& np = profile.nodes[step];
+        np.calls++;
+        np.seconds += seconds_since(t0);
+        np.output_bytes = values[i].nbytes();
+        std::vector<TensorType> tys;
+        for (const auto& in : v.inputs()) tys.push_back(p.types[static_cast<std::size_t>(slot.at(in.node()))]);
+        np.workspace_bytes = v.op()->workspace_bytes(tys);
+      }
+      ++step;
+    }
+    std::vector<Tensor> outs;
+    for (const auto& o : graph.outputs()) {
+      const Tensor& val = values[static_cast<std::size_t>(slot.at(o.node()))];
+      // Outputs that are inputs, constants or repeated are copied so the caller owns them.
+      bool fresh = o.op() != nullptr;
+      for (const auto& prev : outs) fresh = fresh && prev.storage() != val.storage();
+      outs.push_back(fresh ? val : val.clone());
+    }
+    profile.calls++;
+    profile.call_seconds += seconds_since(t_call);
+    return outs;
+  }
+};
+
+std::vector<Tensor> Function::operator()(const std::vector<Tensor>& args) const { return impl_->run(args); }
+const FunctionGraph& Function::graph() const { return impl_->graph; }
+const Mode& Function::mode() const { return impl_->mode; }
+const ProfileStats& Function::profile() const { return impl_->profile; }
+const CompileStats& Function::compile_stats() const { return impl_->stats; }
+std::size_t Function::peak_bytes() const { return impl_->plan ? impl_->plan->arena_bytes : 0; }
+std::size_t Function::total_intermediate_bytes() const { return impl_->plan ? impl_->plan->total_bytes : 0; }
+
+std::string Function::describe() const {
+  std::ostringstream os;
+  for (const auto& v : impl_->order) {
+    if (!v.op()) continue;
+    os << node_label(v) << " " << v.op()->label() << " -> " << v.type().to_string();
+    const std::string impl = v.op()->implementation();
+    if (!impl.empty()) os << "  [" << impl << "]";
+    os << '\n';
+  }
+  return os.str();
+}
+
+Function compile(const std::vector<Var>& inputs, const std::vector<Var>& outputs, const Mode& mode) {
+  const auto t0 = Clock::now();
+  auto impl = std::make_shared<Function::Impl>(FunctionGraph(inputs, outputs));
+  impl->mode = mode;
+  optimize(impl->graph, mode, impl->stats);
+  for (const auto& v : impl->graph.toposort())
+    if (v.op() && v.op()->is_abstract())
+      throw CompileError(msg("compile: node ", node_label(v), " (", v.op()->label(),
+                             ") was not lowered to an implementation; tags that can lower it: ",
+                             [&] {
+                               std::string t;
+                               for (const auto& tag : v.op()->tags()) t += (t.empty() ? "" : ", ") + tag;
+                               return t.empty() ? std::string("none") : t;
+                             }(),
+                             " (optimizer=", mode.optimizer, ")"));
+  if (mode.threads > 0) {
+    impl->own_pool = std::make_unique<ThreadPool>(mode.threads);
+    impl->pool = impl->own_pool.get();
+  } else {
+    impl->pool = &ThreadPool::default_pool();
+  }
+  impl->index();
+  impl->stats.total_seconds = seconds_since(t0);
+  return Function(std::move(impl));
+}
+
+}  // namespace convgraph
