@@ -41,6 +41,7 @@ struct Shape {
   const char* name;
   bool ta, tb;
   std::int64_t M, N, K;
+  bool one_thread = false;  ///< a per-task call: the caller already runs one per thread
 };
 
 // Forward: C[Kout x HW] = W[Kout x CRS] * col[CRS x HW]; grad-inputs: col = W^T * dY
@@ -66,6 +67,21 @@ const Shape kShapes[] = {
     {"resnet_1x1_56 gradw", false, true, 256, 64, 3136},
     {"resnet_3x3_7 gradw", false, true, 512, 4608, 49},
     {"vgg_3x3_56 gradw", false, true, 256, 2304, 3136},
+    // The single-threaded calls cpu.corrmm makes (one column segment, one dW block each).
+    {"call resnet_stem fwd", false, false, 64, 3136, 147, true},
+    {"call resnet_1x1_56 fwd", false, false, 256, 3136, 64, true},
+    {"call resnet_3x3_56 fwd", false, false, 64, 784, 576, true},
+    {"call resnet_3x3_28 fwd", false, false, 128, 392, 1152, true},
+    {"call resnet_3x3_14 fwd", false, false, 256, 196, 2304, true},
+    {"call resnet_3x3_7 fwd", false, false, 512, 49, 4608, true},
+    {"call vgg_3x3_56 fwd", false, false, 256, 224, 2304, true},
+    {"call resnet_3x3_28 gradin", true, false, 1152, 392, 128, true},
+    {"call resnet_3x3_7 gradin", true, false, 4608, 49, 512, true},
+    {"call vgg_3x3_56 gradin", true, false, 2304, 224, 256, true},
+    {"call resnet_3x3_28 gradw", false, true, 64, 256, 392, true},
+    {"call resnet_3x3_7 gradw", false, true, 64, 256, 49, true},
+    {"call vgg_3x3_56 gradw", false, true, 64, 256, 224, true},
+    {"call resnet_1x1_56 gradw", false, true, 64, 64, 3136, true},
 };
 
 double fma_peak(int threads) {
@@ -181,6 +197,7 @@ int main(int argc, char** argv) {
     const double flop = 2.0 * static_cast<double>(s.M) * static_cast<double>(s.N) * static_cast<double>(s.K);
 
     for (int threads : thread_counts) {
+      if (s.one_thread && threads != 1) continue;
       ThreadPool pool(threads);
       ThreadPool* pp = threads > 1 ? &pool : nullptr;
       Eigen::setNbThreads(threads);

@@ -8,6 +8,9 @@ namespace convgraph {
 void register_cpu_conv_algorithms(AlgorithmRegistry& r) {
   r.add(make_cpu_corrmm_algorithm());
   r.add(make_cpu_direct_algorithm());
+  r.add(make_cpu_winograd_algorithm());
+  r.add(make_cpu_fft_algorithm());
+  r.add(make_cpu_conv3d2d_algorithm());
   r.add(make_cpu_reference_algorithm());
 }
 

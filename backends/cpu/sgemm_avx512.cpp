@@ -93,6 +93,38 @@ CG_AVX512 void kernel_14x32(std::int64_t kc, const float* __restrict a, const fl
   }
 }
 
+// In-register transpose of a 16x16 block: r[i] holds row i on entry, column i on exit.
+CG_AVX512 inline void transpose16(__m512 r[16]) {
+  __m512 t[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 16; i += 2) {  // interleave 32-bit elements of row pairs
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 16; i += 4) {  // then 64-bit pairs
+    r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+    r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+    r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+    r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+  }
+  // Now r[4q + s] holds, in each 128-bit lane L, elements s of rows 4q..4q+3 at column 4L + s.
+  // Gather the four lanes of column c = 4L + s from row groups q = 0..3.
+#pragma GCC unroll 4
+  for (int s = 0; s < 4; ++s) {
+    const __m512 a = _mm512_shuffle_f32x4(r[s], r[4 + s], 0x44);        // q0 L0,L1 | q1 L0,L1
+    const __m512 b = _mm512_shuffle_f32x4(r[8 + s], r[12 + s], 0x44);   // q2 L0,L1 | q3 L0,L1
+    const __m512 c = _mm512_shuffle_f32x4(r[s], r[4 + s], 0xEE);        // q0 L2,L3 | q1 L2,L3
+    const __m512 d = _mm512_shuffle_f32x4(r[8 + s], r[12 + s], 0xEE);   // q2 L2,L3 | q3 L2,L3
+    t[s] = _mm512_shuffle_f32x4(a, b, 0x88);       // lane 0 of q0..q3 -> column s
+    t[4 + s] = _mm512_shuffle_f32x4(a, b, 0xDD);   // lane 1 -> column 4 + s
+    t[8 + s] = _mm512_shuffle_f32x4(c, d, 0x88);   // lane 2 -> column 8 + s
+    t[12 + s] = _mm512_shuffle_f32x4(c, d, 0xDD);  // lane 3 -> column 12 + s
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) r[i] = t[i];
+}
+
 // Rows i0.. of op(A), depth p0..p0+kc -> dst[k*14 + i].
 CG_AVX512 void pack_a_avx512(const GemmArgs& g, std::int64_t i0, int m, std::int64_t p0,
                              std::int64_t kc, float* dst) {
@@ -103,7 +135,23 @@ CG_AVX512 void pack_a_avx512(const GemmArgs& g, std::int64_t i0, int m, std::int
       _mm512_mask_storeu_ps(dst + k * kMR, 0x3FFF, _mm512_maskz_loadu_ps(mk, src + k * g.lda));
     return;
   }
-  sgemm_detail::pack_a_generic<kMR>(g, i0, m, p0, kc, dst);
+  // op(A)(i, k) = A[i*lda + k]: transpose 14 (zero-padded to 16) rows x 16 depths at a time.
+  const float* src = g.A + i0 * g.lda + p0;
+  for (std::int64_t k = 0; k < kc; k += 16) {
+    const int kn = static_cast<int>(kc - k < 16 ? kc - k : 16);
+    const __mmask16 km = low_mask(kn);
+    __m512 r[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i)
+      r[i] = i < m ? _mm512_maskz_loadu_ps(km, src + i * g.lda + k) : _mm512_setzero_ps();
+    transpose16(r);
+    if (kn == 16) {
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j) _mm512_mask_storeu_ps(dst + (k + j) * kMR, 0x3FFF, r[j]);
+    } else {
+      for (int j = 0; j < kn; ++j) _mm512_mask_storeu_ps(dst + (k + j) * kMR, 0x3FFF, r[j]);
+    }
+  }
 }
 
 // Depth p0..p0+kc, columns j0.. of op(B) -> dst[k*32 + j].
@@ -118,7 +166,27 @@ CG_AVX512 void pack_b_avx512(const GemmArgs& g, std::int64_t p0, std::int64_t kc
     }
     return;
   }
-  sgemm_detail::pack_b_generic<kNR>(g, p0, kc, j0, n, dst);
+  // op(B)(k, j) = B[j*ldb + k]: transpose two 16-column halves x 16 depths at a time.
+  const float* src = g.B + j0 * g.ldb + p0;
+  for (std::int64_t k = 0; k < kc; k += 16) {
+    const int kn = static_cast<int>(kc - k < 16 ? kc - k : 16);
+    const __mmask16 km = low_mask(kn);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      __m512 r[16];
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j)
+        r[j] = 16 * h + j < n ? _mm512_maskz_loadu_ps(km, src + (16 * h + j) * g.ldb + k)
+                              : _mm512_setzero_ps();
+      transpose16(r);
+      if (kn == 16) {
+#pragma GCC unroll 16
+        for (int q = 0; q < 16; ++q) _mm512_store_ps(dst + (k + q) * kNR + 16 * h, r[q]);
+      } else {
+        for (int q = 0; q < kn; ++q) _mm512_store_ps(dst + (k + q) * kNR + 16 * h, r[q]);
+      }
+    }
+  }
 }
 
 struct Avx512Traits {

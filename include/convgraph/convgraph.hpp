@@ -13,6 +13,7 @@
 #include "convgraph/ops/shape_ops.hpp"
 #include "convgraph/ops/conv_params.hpp"
 #include "convgraph/ops/abstract_conv.hpp"
+#include "convgraph/ops/conv.hpp"
 #include "convgraph/optimizer/mode.hpp"
 #include "convgraph/runtime/function.hpp"
 #include "convgraph/runtime/thread_pool.hpp"

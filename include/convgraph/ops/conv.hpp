@@ -31,16 +31,16 @@ struct ConvOptions {
   /// Shape hints (kUnknown for unknown entries; empty = none). They must agree with the
   /// operands' static shapes (ShapeError now) and are checked at run time where those are
   /// unknown (an AssertShape node, which also lets inference use the hint).
-  Shape input_shape;
-  Shape filter_shape;
+  Shape input_shape{};
+  Shape filter_shape{};
   BorderMode border_mode = "valid";
-  std::vector<std::int64_t> subsample;        ///< stride per spatial axis
+  std::vector<std::int64_t> subsample{};        ///< stride per spatial axis
   bool filter_flip = true;                    ///< true: convolution; false: cross-correlation
-  std::vector<std::int64_t> filter_dilation;  ///< per spatial axis
+  std::vector<std::int64_t> filter_dilation{};  ///< per spatial axis
   std::int64_t num_groups = 1;
-  std::string name;                           ///< node label (debugprint, profile, errors)
+  std::string name{};                           ///< node label (debugprint, profile, errors)
   bool allow_fft = true;                      ///< false: Theano's version='no_fft' for this node
-  std::optional<DType> compute_dtype;         ///< accumulation type; default: storage dtype
+  std::optional<DType> compute_dtype{};         ///< accumulation type; default: storage dtype
 };
 
 Var conv1d(const Var& input, const Var& filters, const ConvOptions& options = {});
@@ -127,13 +127,13 @@ Var conv_wgrad(const Var& image, const Var& loss, Shape dw_dims, const ConvAttri
 // ---- composite forms ---------------------------------------------------------------
 
 struct ConvTransposeOptions {
-  Shape filter_shape;
+  Shape filter_shape{};
   BorderMode border_mode = "valid";
-  std::vector<std::int64_t> input_dilation;  ///< the stride of the convolution transposed
+  std::vector<std::int64_t> input_dilation{};  ///< the stride of the convolution transposed
   bool filter_flip = true;
-  std::vector<std::int64_t> filter_dilation;
+  std::vector<std::int64_t> filter_dilation{};
   std::int64_t num_groups = 1;
-  std::string name;
+  std::string name{};
 };
 /// Transposed convolution = conv2d_grad_wrt_inputs(input, filters, output_shape,
 /// subsample = input_dilation): `output_shape` is the full shape of the result.
@@ -143,12 +143,12 @@ Var conv3d_transpose(const Var& input, const Var& filters, Shape output_shape,
                      const ConvTransposeOptions& options = {});
 
 struct CausalConvOptions {
-  Shape input_shape;
+  Shape input_shape{};
   std::int64_t subsample = 1;
   bool filter_flip = true;
   std::int64_t filter_dilation = 1;
   std::int64_t num_groups = 1;
-  std::string name;
+  std::string name{};
 };
 /// 1-D causal convolution of (B, C, L) by (K, C/G, k): padding dilation*(k-1) on the left
 /// only, so output t sees inputs <= t. `filter_shape` may be empty when the filters' static
@@ -157,14 +157,14 @@ Var causal_conv1d(const Var& input, const Var& filters, Shape filter_shape = {},
                   const CausalConvOptions& options = {});
 
 struct SeparableConvOptions {
-  Shape input_shape;
-  Shape depthwise_filter_shape;
-  Shape pointwise_filter_shape;
+  Shape input_shape{};
+  Shape depthwise_filter_shape{};
+  Shape pointwise_filter_shape{};
   BorderMode border_mode = "valid";          ///< depthwise step only
-  std::vector<std::int64_t> subsample;       ///< depthwise step only
+  std::vector<std::int64_t> subsample{};       ///< depthwise step only
   bool filter_flip = true;
-  std::vector<std::int64_t> filter_dilation; ///< depthwise step only
-  std::string name;
+  std::vector<std::int64_t> filter_dilation{}; ///< depthwise step only
+  std::string name{};
 };
 /// Depthwise convolution (num_groups = num_channels, filters (C*mult, 1, k...)) followed by
 /// a 1x1 convolution with pointwise_filters (K, C*mult, 1...).

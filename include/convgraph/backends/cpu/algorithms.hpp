@@ -13,5 +13,14 @@ std::shared_ptr<const ConvAlgorithm> make_cpu_corrmm_algorithm();
 /// "cpu.direct": register-blocked direct loops, no workspace,
 /// tags {"conv_direct", "fast_run", "fast_compile"}.
 std::shared_ptr<const ConvAlgorithm> make_cpu_direct_algorithm();
+/// "cpu.winograd": F(4x4, 3x3) for 2D 3x3 stride-1 forward and grad inputs, float32,
+/// tags {"conv_winograd", "fast_run"}.
+std::shared_ptr<const ConvAlgorithm> make_cpu_winograd_algorithm();
+/// "cpu.fft": FFT convolution, stride 1, any rank/dilation/padding/groups/direction,
+/// tags {"conv_fft"} (opt-in).
+std::shared_ptr<const ConvAlgorithm> make_cpu_fft_algorithm();
+/// "cpu.conv3d2d": 3D convolution as sums of 2D convolutions over depth (delegates the 2D
+/// work to cpu.corrmm or cpu.direct), tags {"conv3d2d"} (opt-in).
+std::shared_ptr<const ConvAlgorithm> make_cpu_conv3d2d_algorithm();
 
 }  // namespace convgraph

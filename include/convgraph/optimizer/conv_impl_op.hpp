@@ -1,0 +1,91 @@
+#pragma once
+/// ConvImplOp: a lowered convolution. It computes exactly what its AbstractConvOp says
+/// (same operands, same output type) with one ConvAlgorithm, chosen at compile time, or -
+/// when shapes are only known at run time - the first applicable of an ordered candidate
+/// list, chosen per concrete shape and cached.
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "convgraph/backends/conv_algorithm.hpp"
+#include "convgraph/ops/abstract_conv.hpp"
+
+namespace convgraph {
+
+using AlgorithmPtr = std::shared_ptr<const ConvAlgorithm>;
+
+class ConvImplOp : public Op {
+ public:
+  struct Options {
+    bool debug_check = false;  ///< DebugMode: compare every call with reference_conv
+    std::size_t workspace_limit = std::numeric_limits<std::size_t>::max();
+    std::string node_label;    ///< "#12 AbstractConv 'conv1'": named in run-time errors
+  };
+
+  /// A fixed algorithm; `why` says how it was chosen ("priority: ...", "timing: ...").
+  ConvImplOp(std::shared_ptr<const AbstractConvOp> abstract, AlgorithmPtr algorithm, std::string why,
+             Options options);
+  /// Chosen per concrete shape at run time from `candidates` (priority order).
+  ConvImplOp(std::shared_ptr<const AbstractConvOp> abstract, std::vector<AlgorithmPtr> candidates,
+             std::string why, Options options);
+
+  const AbstractConvOp& abstract() const { return *abstract_; }
+  ConvDirection direction() const { return abstract_->direction(); }
+  const ConvParams& conv_params() const { return abstract_->conv_params(); }
+  /// The compile-time choice, or nullptr when the choice is made per shape at run time.
+  const ConvAlgorithm* algorithm() const { return fixed_.get(); }
+  /// Run-time candidates in priority order (empty for a fixed algorithm).
+  const std::vector<AlgorithmPtr>& candidates() const { return candidates_; }
+  const Options& options() const { return options_; }
+  const std::string& why() const { return why_; }
+
+  /// The concrete problem for concrete input types, with the workspace limit applied.
+  ConvProblem problem(const std::vector<TensorType>& inputs) const;
+  /// The algorithm for `p`: the fixed one, or the first applicable candidate (cached per
+  /// problem). Throws RuntimeError listing each candidate's reason when none applies.
+  const ConvAlgorithm& select(const ConvProblem& p) const;
+
+  std::string name() const override;    ///< "Conv", "ConvGradInputs", "ConvGradWeights"
+  std::string params() const override;  ///< "algo=cpu.corrmm " + the abstract parameters
+  TensorType infer(const std::vector<TensorType>& inputs) const override;
+  void perform(const std::vector<Tensor>& inputs, Tensor& output, const ExecContext& ctx) const override;
+  std::size_t workspace_bytes(const std::vector<TensorType>& inputs) const override;
+  std::string implementation() const override;  ///< "cpu.corrmm (priority: ...)"
+  std::vector<std::string> tags() const override;  ///< the algorithm's tags
+
+ private:
+  std::shared_ptr<const AbstractConvOp> abstract_;
+  AlgorithmPtr fixed_;
+  std::vector<AlgorithmPtr> candidates_;
+  std::string why_;
+  Options options_;
+  mutable std::mutex mu_;
+  mutable std::map<std::string, const ConvAlgorithm*> chosen_;  ///< problem key -> algorithm
+};
+
+/// The ConvImplOp behind `v`, or nullptr.
+const ConvImplOp* as_conv_impl(const Var& v);
+
+/// The three operands of a convolution call: maps the op's inputs and output to x, w, y
+/// by direction (forward (x, w) -> y; grad_inputs (w, dy) -> dx; grad_weights (x, dy) -> dw).
+ConvTensors conv_tensors(ConvDirection d, const void* in0, const void* in1, void* out);
+
+/// Largest deviation of `got` from `want` (n elements of `dtype`, host memory), judged
+/// against the tolerance DebugMode and the meta-optimizer use: relative to the largest
+/// |want|, 1e-9 for float64, 1e-3 for float32, 1e-2 for 16-bit floats. NaN never passes.
+struct ConvCheck {
+  bool ok = true;
+  double max_error = 0;      ///< largest |got - want| (NaN if any element is NaN)
+  double scale = 0;          ///< largest |want|
+  double tolerance = 0;      ///< allowed max_error
+  std::int64_t index = -1;   ///< where max_error occurs
+  double got = 0, want = 0;  ///< the values there
+  std::string to_string() const;
+};
+ConvCheck compare_conv_results(const void* got, const void* want, std::int64_t n, DType dtype);
+double conv_relative_tolerance(DType dtype);
+
+}  // namespace convgraph

@@ -1,0 +1,60 @@
+#pragma once
+/// Which ConvAlgorithm may implement an abstract convolution node, and why the others may
+/// not. One selector serves priority lowering, the meta-optimizer, run-time choice and the
+/// "no implementation" error, so all four agree (ARCHITECTURE-NOTES 6).
+#include <string>
+#include <vector>
+
+#include "convgraph/backends/conv_algorithm.hpp"
+#include "convgraph/optimizer/conv_impl_op.hpp"
+#include "convgraph/optimizer/mode.hpp"
+#include "convgraph/optimizer/rewrite_db.hpp"
+
+namespace convgraph {
+
+/// One algorithm's verdict for one node, in priority order.
+struct ConvVerdict {
+  AlgorithmPtr algorithm;
+  std::string reason;     ///< empty: usable
+  bool promoted = false;  ///< moved to the front by an explicitly included tag (conv_fft...)
+  std::size_t workspace = 0;
+};
+
+struct ConvCandidates {
+  std::vector<ConvVerdict> verdicts;  ///< every algorithm of the device, priority order
+  std::vector<AlgorithmPtr> usable() const;
+  /// "cpu.fft: stride 2 not supported" lines for the declined ones.
+  std::vector<std::string> declined() const;
+};
+
+/// The tag query algorithms are filtered with: the optimizer preset (fast_run or
+/// fast_compile) plus optimizer_including (plus conv_fft for a request_fft node),
+/// optimizer_excluding and optimizer_requiring.
+TagQuery algorithm_query(const Mode& mode, const ConvParams& params);
+
+/// Algorithms of `device` that may implement `op` under `mode`, in priority order:
+/// registry order, except that algorithms carrying an explicitly included tag (e.g.
+/// optimizer_including=conv_fft, or a request_fft node) go first. `problem` null means
+/// shapes unknown: only tags are checked; otherwise applicability and workspace too.
+ConvCandidates conv_candidates(const AbstractConvOp& op, const ConvProblem* problem, DeviceKind device,
+                               const Mode& mode, const AlgorithmRegistry& registry);
+
+/// The meta-optimizer's candidates, with Theano's multiset semantics (SEMANTICS 2.6):
+/// every algorithm the priority query accepts counts 1 (pseudo-tag "default"; the others
+/// are "alternative"); each metaopt.optimizer_including tag it carries adds 1, each
+/// metaopt.optimizer_excluding tag subtracts 1; count > 0 keeps it. optimizer_excluding,
+/// optimizer_requiring and allow_fft=false still rule an algorithm out.
+ConvCandidates meta_candidates(const AbstractConvOp& op, const ConvProblem& problem, DeviceKind device,
+                               const Mode& mode, const AlgorithmRegistry& registry);
+
+/// The registry a mode lowers with (Mode::registry or the built-in one).
+const AlgorithmRegistry& mode_registry(const Mode& mode);
+
+/// "#12 AbstractConv 'conv1'": how messages name a node.
+std::string node_label(const Var& v);
+
+/// The message body for an abstract node left in the graph: the node, its types, the
+/// tags that could lower it, the excluded tags and each candidate's reason.
+std::string explain_unlowered(const Var& node, const Mode& mode);
+
+}  // namespace convgraph

@@ -1,0 +1,247 @@
+// ConvImplOp: the lowered convolution node, its run-time algorithm choice and the
+// DebugMode cross-check against the reference.
+#include "convgraph/optimizer/conv_impl_op.hpp"
+
+#include <cmath>
+#include <sstream>
+
+#include "convgraph/backends/cpu/reference.hpp"
+#include "convgraph/runtime/thread_pool.hpp"
+#include "optimizer/text_util.hpp"
+
+namespace convgraph {
+
+namespace {
+
+std::vector<std::int64_t> written_shape(const ConvProblem& p) {
+  switch (p.direction) {
+    case ConvDirection::forward: return p.y_shape();
+    case ConvDirection::grad_inputs: return p.x_shape();
+    case ConvDirection::grad_weights: return p.w_shape();
+  }
+  return {};
+}
+
+template <class T>
+ConvCheck compare_typed(const T* got, const T* want, std::int64_t n, double rel) {
+  ConvCheck c;
+  for (std::int64_t i = 0; i < n; ++i) c.scale = std::max(c.scale, std::abs(static_cast<double>(want[i])));
+  c.tolerance = rel * std::max(c.scale, 1e-12);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double g = static_cast<double>(got[i]), w = static_cast<double>(want[i]);
+    const double e = std::abs(g - w);
+    if (std::isnan(e)) {  // NaN or inf - inf: always a mismatch, reported at once
+      c.max_error = NAN;
+      c.index = i;
+      c.got = g;
+      c.want = w;
+      c.ok = false;
+      return c;
+    }
+    if (e > c.max_error || c.index < 0) {
+      c.max_error = e;
+      c.index = i;
+      c.got = g;
+      c.want = w;
+    }
+  }
+  c.ok = c.max_error <= c.tolerance;
+  return c;
+}
+
+/// A host copy in float64 when the storage type has no reference kernel (16-bit floats).
+Tensor for_reference(const Tensor& t) {
+  if (t.device() != DeviceKind::cpu)
+    throw DeviceError("DebugMode: comparing a CUDA convolution with the reference needs device-to-host "
+                      "copies, which the CUDA backend does not provide yet");
+  if (t.dtype() == DType::float32 || t.dtype() == DType::float64) return t;
+  return t.astype(DType::float64);
+}
+
+}  // namespace
+
+// ---- helpers shared with the meta-optimizer -------------------------------------------
+
+ConvTensors conv_tensors(ConvDirection d, const void* in0, const void* in1, void* out) {
+  auto* a = const_cast<void*>(in0);
+  auto* b = const_cast<void*>(in1);
+  switch (d) {
+    case ConvDirection::forward: return ConvTensors{a, b, out};       // (x, w) -> y
+    case ConvDirection::grad_inputs: return ConvTensors{out, a, b};   // (w, dy) -> dx
+    case ConvDirection::grad_weights: return ConvTensors{a, out, b};  // (x, dy) -> dw
+  }
+  return {};
+}
+
+double conv_relative_tolerance(DType dtype) {
+  switch (dtype) {
+    case DType::float64: return 1e-9;
+    case DType::float32: return 1e-3;
+    default: return 1e-2;
+  }
+}
+
+ConvCheck compare_conv_results(const void* got, const void* want, std::int64_t n, DType dtype) {
+  const double rel = conv_relative_tolerance(dtype);
+  if (dtype == DType::float32)
+    return compare_typed(static_cast<const float*>(got), static_cast<const float*>(want), n, rel);
+  if (dtype == DType::float64)
+    return compare_typed(static_cast<const double*>(got), static_cast<const double*>(want), n, rel);
+  throw TypeError(msg("compare_conv_results: dtype ", dtype_name(dtype), " is not float32 or float64"));
+}
+
+std::string ConvCheck::to_string() const {
+  std::ostringstream os;
+  os.precision(6);
+  os << "largest error " << max_error << " at element " << index << " (got " << got << ", reference "
+     << want << "); tolerance " << tolerance << " (relative to max |reference| " << scale << ")";
+  return os.str();
+}
+
+// ---- ConvImplOp ---------------------------------------------------------------------
+
+ConvImplOp::ConvImplOp(std::shared_ptr<const AbstractConvOp> abstract, AlgorithmPtr algorithm,
+                       std::string why, Options options)
+    : abstract_(std::move(abstract)), fixed_(std::move(algorithm)), why_(std::move(why)),
+      options_(std::move(options)) {
+  if (!abstract_ || !fixed_) throw ValueError("ConvImplOp: null abstract op or algorithm");
+}
+
+ConvImplOp::ConvImplOp(std::shared_ptr<const AbstractConvOp> abstract, std::vector<AlgorithmPtr> candidates,
+                       std::string why, Options options)
+    : abstract_(std::move(abstract)), candidates_(std::move(candidates)), why_(std::move(why)),
+      options_(std::move(options)) {
+  if (!abstract_ || candidates_.empty())
+    throw ValueError("ConvImplOp: a run-time choice needs an abstract op and at least one candidate");
+}
+
+std::string ConvImplOp::name() const {
+  switch (direction()) {
+    case ConvDirection::forward: return "Conv";
+    case ConvDirection::grad_inputs: return "ConvGradInputs";
+    case ConvDirection::grad_weights: return "ConvGradWeights";
+  }
+  return "Conv";
+}
+
+std::string ConvImplOp::params() const {
+  std::string algo;
+  if (fixed_) {
+    algo = fixed_->name();
+  } else {
+    std::vector<std::string> names;
+    for (const auto& c : candidates_) names.push_back(c->name());
+    algo = "auto[" + join_text(names, ",") + "]";
+  }
+  std::string p = "algo=" + algo + " " + abstract_->params();
+  if (options_.debug_check) p += " debug";
+  return p;
+}
+
+std::vector<std::string> ConvImplOp::tags() const { return fixed_ ? fixed_->tags() : std::vector<std::string>{}; }
+
+TensorType ConvImplOp::infer(const std::vector<TensorType>& inputs) const {
+  TensorType t = abstract_->infer(inputs);
+  t.device = fixed_ ? fixed_->device() : (inputs.empty() ? DeviceKind::cpu : inputs[0].device);
+  return t;
+}
+
+ConvProblem ConvImplOp::problem(const std::vector<TensorType>& inputs) const {
+  ConvProblem p = abstract_->problem(inputs);
+  p.workspace_limit = options_.workspace_limit;
+  return p;
+}
+
+const ConvAlgorithm& ConvImplOp::select(const ConvProblem& p) const {
+  const std::string& who = options_.node_label.empty() ? label() : options_.node_label;
+  if (fixed_) {
+    if (Status s = fixed_->applicable(p); !s)
+      throw RuntimeError(msg(who, ": algorithm ", fixed_->name(), " chosen at compile time cannot run ",
+                             p.key(), ": ", s.reason()));
+    return *fixed_;
+  }
+  const std::string key = p.key();
+  std::lock_guard<std::mutex> lk(mu_);
+  if (auto it = chosen_.find(key); it != chosen_.end()) return *it->second;
+  std::vector<std::string> reasons;
+  for (const auto& c : candidates_) {
+    Status s = c->applicable(p);
+    if (s && c->workspace_bytes(p) > p.workspace_limit)
+      s = Status::no(msg("workspace ", bytes_text_iec(static_cast<double>(c->workspace_bytes(p))),
+                         " exceeds workspace_limit ", p.workspace_limit, " bytes"));
+    if (s) {
+      chosen_.emplace(key, c.get());
+      return *c;
+    }
+    reasons.push_back(c->name() + ": " + s.reason());
+  }
+  throw RuntimeError(msg(who, ": no candidate algorithm applies to ", key, ":\n  ", join_text(reasons, "\n  ")));
+}
+
+std::size_t ConvImplOp::workspace_bytes(const std::vector<TensorType>& inputs) const {
+  for (const auto& t : inputs)
+    if (!t.fully_known()) return 0;  // planned per call once shapes are concrete
+  try {
+    const ConvProblem p = problem(inputs);
+    return select(p).workspace_bytes(p);
+  } catch (const Error&) {
+    return 0;  // perform() reports the problem with the real arguments
+  }
+}
+
+void ConvImplOp::perform(const std::vector<Tensor>& inputs, Tensor& output, const ExecContext& ctx) const {
+  const std::string& who = options_.node_label.empty() ? label() : options_.node_label;
+  if (inputs.size() != 2)
+    throw RuntimeError(msg(who, ": expects 2 inputs, got ", inputs.size()));
+  std::vector<TensorType> types;
+  for (const auto& t : inputs) types.push_back(TensorType{t.dtype(), t.shape(), t.device()});
+  const ConvProblem p = problem(types);
+  const ConvAlgorithm& algo = select(p);
+  if (output.shape() != written_shape(p) || output.dtype() != p.dtype)
+    throw ShapeError(msg(who, ": output buffer ", dtype_name(output.dtype()), shape_to_string(output.shape()),
+                         " does not match the problem's ", dtype_name(p.dtype), shape_to_string(written_shape(p))));
+
+  const std::size_t need = algo.workspace_bytes(p);
+  ConvContext cc{ctx.pool ? ctx.pool : &ThreadPool::default_pool(), ctx.workspace, ctx.workspace_bytes, ctx.stream};
+  std::shared_ptr<Storage> scratch;
+  if (need > cc.workspace_bytes) {
+    // The runtime books workspace_bytes() per node; this covers callers that do not
+    // (constant folding, tests calling perform directly) and shapes known only now.
+    if (algo.device() != DeviceKind::cpu)
+      throw MemoryError(msg(who, ": ", algo.name(), " needs ", need, " bytes of workspace, got ", cc.workspace_bytes));
+    scratch = allocate_host(need);
+    cc.workspace = scratch->data;
+    cc.workspace_bytes = need;
+  }
+  algo.run(p, conv_tensors(p.direction, inputs[0].raw(), inputs[1].raw(), output.raw()), cc);
+
+  if (!options_.debug_check) return;
+  // DebugMode: recompute with the reference on the same inputs and compare.
+  const Tensor a = for_reference(inputs[0]), b = for_reference(inputs[1]), got = for_reference(output);
+  ConvProblem rp = p;
+  rp.dtype = a.dtype();
+  Tensor want(rp.dtype, output.shape());
+  reference_conv(rp, conv_tensors(rp.direction, a.raw(), b.raw(), want.raw()));
+  ConvCheck c = compare_conv_results(got.raw(), want.raw(), want.numel(), rp.dtype);
+  if (p.dtype != rp.dtype) {  // 16-bit storage: judge with the storage type's tolerance
+    c.tolerance = conv_relative_tolerance(p.dtype) * std::max(c.scale, 1e-12);
+    c.ok = c.max_error <= c.tolerance;
+  }
+  if (!c.ok)
+    throw MismatchError(msg("DebugMode: ", who, " computed with algorithm ", algo.name(),
+                            " differs from the reference convolution on ", p.key(), ": ", c.to_string()));
+}
+
+std::string ConvImplOp::implementation() const {
+  if (fixed_) return fixed_->name() + " (" + why_ + ")";
+  std::vector<std::string> names;
+  for (const auto& c : candidates_) names.push_back(c->name());
+  std::string s = "first applicable of [" + join_text(names) + "] per shape (" + why_ + ")";
+  std::lock_guard<std::mutex> lk(mu_);
+  for (const auto& [key, algo] : chosen_) s += "; " + key + " -> " + algo->name();
+  return s;
+}
+
+const ConvImplOp* as_conv_impl(const Var& v) { return dynamic_cast<const ConvImplOp*>(v.op()); }
+
+}  // namespace convgraph

@@ -1,0 +1,255 @@
+// Convolution lowering: the algorithm selector (tags, priority, applicability, workspace)
+// and the priority-lowering rewrite that turns each AbstractConvOp node into a ConvImplOp.
+#include "convgraph/optimizer/conv_lowering.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "convgraph/backends/cuda.hpp"
+#include "convgraph/core/function_graph.hpp"
+#include "convgraph/runtime/profile.hpp"
+#include "optimizer/passes.hpp"
+#include "optimizer/text_util.hpp"
+
+namespace convgraph {
+
+namespace {
+
+constexpr std::string_view kPresetTags[] = {"fast_run", "fast_compile"};
+
+bool has(const std::vector<std::string>& v, std::string_view s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+bool carries(const ConvAlgorithm& a, const std::vector<std::string>& tags, std::string_view t) {
+  return has(tags, t) || a.name() == t;
+}
+
+/// Tags the user named on purpose (not the preset ones): algorithms carrying them go first.
+std::vector<std::string> explicit_tags(const Mode& mode, const ConvParams& params) {
+  std::vector<std::string> out;
+  for (const auto& t : mode.include_tags)
+    if (std::find(std::begin(kPresetTags), std::end(kPresetTags), t) == std::end(kPresetTags)) out.push_back(t);
+  if (params.request_fft && !has(out, "conv_fft")) out.push_back("conv_fft");
+  return out;
+}
+
+/// Shared tail of both selectors: applicability and workspace, once tags allowed it.
+void judge(ConvVerdict& v, const ConvProblem* problem) {
+  if (!v.reason.empty() || problem == nullptr) return;
+  if (Status s = v.algorithm->applicable(*problem); !s) {
+    v.reason = s.reason();
+    return;
+  }
+  v.workspace = v.algorithm->workspace_bytes(*problem);
+  if (v.workspace > problem->workspace_limit)
+    v.reason = msg("workspace ", bytes_text_iec(static_cast<double>(v.workspace)), " exceeds workspace_limit ",
+                   bytes_text_iec(static_cast<double>(problem->workspace_limit)));
+}
+
+std::string fft_refusal(const ConvAlgorithm& a, const std::vector<std::string>& tags, const ConvParams& p) {
+  if (!p.allow_fft && carries(a, tags, "conv_fft")) return "the node refuses FFT (allow_fft=false)";
+  return {};
+}
+
+std::string types_text(const Var& v) {
+  std::vector<std::string> ins;
+  for (const auto& i : v.inputs()) ins.push_back(i.type().to_string());
+  return "(" + join_text(ins) + ") -> " + v.type().to_string();
+}
+
+}  // namespace
+
+std::vector<AlgorithmPtr> ConvCandidates::usable() const {
+  std::vector<AlgorithmPtr> out;
+  for (const auto& v : verdicts)
+    if (v.reason.empty()) out.push_back(v.algorithm);
+  return out;
+}
+
+std::vector<std::string> ConvCandidates::declined() const {
+  std::vector<std::string> out;
+  for (const auto& v : verdicts)
+    if (!v.reason.empty()) out.push_back(v.algorithm->name() + ": " + v.reason);
+  return out;
+}
+
+const AlgorithmRegistry& mode_registry(const Mode& mode) {
+  return mode.registry ? *mode.registry : AlgorithmRegistry::builtin();
+}
+
+TagQuery algorithm_query(const Mode& mode, const ConvParams& params) {
+  TagQuery q;
+  q.include.push_back(mode.optimizer == "fast_compile" ? "fast_compile" : "fast_run");
+  q = q.including(mode.include_tags).excluding(mode.exclude_tags).requiring(mode.require_tags);
+  if (params.request_fft) q = q.including({"conv_fft"});
+  return q;
+}
+
+ConvCandidates conv_candidates(const AbstractConvOp& op, const ConvProblem* problem, DeviceKind device,
+                               const Mode& mode, const AlgorithmRegistry& registry) {
+  const ConvParams& params = op.conv_params();
+  const TagQuery q = algorithm_query(mode, params);
+  const auto promote = explicit_tags(mode, params);
+  ConvCandidates front, back;
+  for (const auto& a : registry.all()) {
+    if (a->device() != device) continue;
+    const auto tags = a->tags();
+    ConvVerdict v{a, q.reject_reason(tags, a->name()), false, 0};
+    if (v.reason.empty()) v.reason = fft_refusal(*a, tags, params);
+    judge(v, problem);
+    for (const auto& t : promote) v.promoted = v.promoted || carries(*a, tags, t);
+    (v.promoted ? front : back).verdicts.push_back(std::move(v));
+  }
+  for (auto& v : back.verdicts) front.verdicts.push_back(std::move(v));
+  return front;
+}
+
+ConvCandidates meta_candidates(const AbstractConvOp& op, const ConvProblem& problem, DeviceKind device,
+                               const Mode& mode, const AlgorithmRegistry& registry) {
+  const ConvParams& params = op.conv_params();
+  const TagQuery q = algorithm_query(mode, params);
+  TagQuery hard;  // what no metaopt flag can override
+  hard.exclude = q.exclude;
+  hard.require = q.require;
+  ConvCandidates out;
+  for (const auto& a : registry.all()) {
+    if (a->device() != device) continue;
+    const auto tags = a->tags();
+    const bool is_default = q.accepts(tags, a->name());
+    auto tagged = [&](const std::string& t) {
+      if (t == "default") return is_default;
+      if (t == "alternative") return !is_default;
+      return carries(*a, tags, t);
+    };
+    int count = is_default ? 1 : 0;
+    for (const auto& t : mode.metaopt_include) count += tagged(t) ? 1 : 0;
+    for (const auto& t : mode.metaopt_exclude) count -= tagged(t) ? 1 : 0;
+    ConvVerdict v{a, {}, false, 0};
+    for (const auto& t : hard.exclude)
+      if (v.reason.empty() && carries(*a, tags, t)) v.reason = msg("excluded by optimizer_excluding=", t);
+    for (const auto& t : hard.require)
+      if (v.reason.empty() && !carries(*a, tags, t)) v.reason = msg("lacks the required tag ", t);
+    if (v.reason.empty()) v.reason = fft_refusal(*a, tags, params);
+    if (v.reason.empty() && count <= 0)
+      v.reason = msg("not a meta candidate (", is_default ? "default" : "alternative",
+                     "; count ", count, " after metaopt.optimizer_including/excluding)");
+    judge(v, &problem);
+    out.verdicts.push_back(std::move(v));
+  }
+  return out;
+}
+
+std::string node_label(const Var& v) {
+  std::ostringstream os;
+  os << '#' << v.node()->id << ' ' << (v.op() ? v.op()->name() : std::string("input"));
+  if (!v.name().empty()) os << " '" << v.name() << "'";
+  return os.str();
+}
+
+std::string explain_unlowered(const Var& node, const Mode& mode) {
+  const auto* op = as_abstract_conv(node);
+  std::ostringstream os;
+  os << "node " << node_label(node) << " [" << node.op()->label() << "] " << types_text(node)
+     << " has no implementation.";
+  if (!op) return os.str();
+  std::vector<std::string> could = op->tags();
+  if (could.empty()) could = {"conv_dnn", "cudnn", "conv_gemm", "conv_direct", "conv_fft", "conv_winograd", "conv_meta"};
+  os << "\n  tags that could lower it: " << join_text(could);
+  os << "\n  excluded tags: " << (mode.exclude_tags.empty() ? std::string("(none)") : join_text(mode.exclude_tags));
+  if (!mode.require_tags.empty()) os << "\n  required tags: " << join_text(mode.require_tags);
+  if (mode.optimizer == "None") os << "\n  optimizer=None: no rewrite ran, so nothing lowered it";
+
+  const DeviceKind device = node.type().device;
+  std::vector<TensorType> types;
+  bool known = node.type().fully_known();
+  for (const auto& i : node.inputs()) {
+    types.push_back(i.type());
+    known = known && i.type().fully_known();
+  }
+  ConvProblem problem;
+  const ConvProblem* pp = nullptr;
+  if (known) {
+    try {
+      problem = op->problem(types);
+      problem.workspace_limit = mode.workspace_limit;
+      pp = &problem;
+    } catch (const Error& e) {
+      os << "\n  (the problem could not be formed: " << e.what() << ")";
+    }
+  }
+  const auto& reg = mode_registry(mode);
+  const ConvCandidates c = conv_candidates(*op, pp, device, mode, reg);
+  os << "\n  candidates on " << device_name(device) << (pp ? "" : " (shapes unknown: tags only)") << ":";
+  if (c.verdicts.empty()) os << "\n    (no algorithm is registered for " << device_name(device) << ")";
+  for (const auto& v : c.verdicts)
+    os << "\n    " << v.algorithm->name() << ": " << (v.reason.empty() ? "usable" : v.reason);
+  if (device != DeviceKind::cuda) {
+    const auto& cuda = cuda_info();
+    int n = 0;
+    for (const auto& a : reg.all()) n += a->device() == DeviceKind::cuda ? 1 : 0;
+    if (!cuda.available)
+      os << "\n    cuda.cudnn.*, cuda.corrmm, cuda.fft: no GPU: " << cuda.reason;
+    else if (n > 0)
+      os << "\n    cuda.* (" << n << " algorithms): not considered with device=cpu (set device=cuda)";
+  }
+  return os.str();
+}
+
+// ---- the priority-lowering rewrite ----------------------------------------------------
+
+namespace {
+
+std::optional<Var> lower_abstract_conv(const Var& v, RewriteContext& ctx) {
+  const auto* op = as_abstract_conv(v);
+  if (!op) return std::nullopt;
+  const Mode& mode = ctx.mode;
+  auto abstract = std::dynamic_pointer_cast<const AbstractConvOp>(v.node()->op);
+  ConvImplOp::Options options{mode.debug, mode.workspace_limit, node_label(v)};
+
+  std::vector<TensorType> types;
+  bool known = v.type().fully_known();
+  for (const auto& i : v.inputs()) {
+    types.push_back(i.type());
+    known = known && i.type().fully_known();
+  }
+  const auto& reg = mode_registry(mode);
+  const DeviceKind device = v.type().device;
+  if (!known) {
+    const ConvCandidates c = conv_candidates(*op, nullptr, device, mode, reg);
+    const auto usable = c.usable();
+    if (usable.empty()) return std::nullopt;  // the final check explains why
+    auto impl = std::make_shared<ConvImplOp>(abstract, usable, "priority, chosen per shape at run time: shapes unknown at compile time", options);
+    return apply(impl, v.inputs(), v.name());
+  }
+
+  ConvProblem p = op->problem(types);
+  p.workspace_limit = mode.workspace_limit;
+  const ConvCandidates c = conv_candidates(*op, &p, device, mode, reg);
+  std::vector<std::string> passed_over;  // tag-enabled algorithms ahead of the winner that declined
+  for (const auto& verdict : c.verdicts) {
+    if (!verdict.reason.empty()) {
+      if (verdict.reason.rfind("excluded", 0) != 0 && verdict.reason.rfind("not enabled", 0) != 0 &&
+          verdict.reason.rfind("lacks", 0) != 0)
+        passed_over.push_back(verdict.algorithm->name() + ": " + verdict.reason);
+      continue;
+    }
+    std::string why = "priority";
+    if (verdict.promoted) why += ", promoted by an included tag";
+    if (!passed_over.empty()) why += "; declined first: " + join_text(passed_over, "; ");
+    auto impl = std::make_shared<ConvImplOp>(abstract, verdict.algorithm, why, options);
+    ctx.stats.notes.push_back(msg("lowering: ", node_label(v), " -> ", verdict.algorithm->name(), " (", why, ")"));
+    return apply(impl, v.inputs(), v.name());
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+void register_conv_lowering(RewriteDB& db) {
+  db.add_phase("conv_lowering", kConvLoweringPos, {"fast_run", "fast_compile"});
+  db.add_local("conv_lowering", "lower_abstract_conv", {"fast_run", "fast_compile", "conv_priority"}, 1,
+               lower_abstract_conv);
+}
+
+}  // namespace convgraph

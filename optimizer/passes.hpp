@@ -1,0 +1,50 @@
+#pragma once
+// Internal: registration of every optimizer pass into the default RewriteDB, the state one
+// optimize() call shares between passes, and small helpers the passes have in common.
+#include <memory>
+#include <string>
+
+#include "convgraph/backends/conv_algorithm.hpp"
+#include "convgraph/optimizer/mode.hpp"
+#include "convgraph/optimizer/rewrite_db.hpp"
+
+namespace convgraph {
+
+class TuningCache;
+class MetaClock;
+
+// Phase positions: the order of DESIGN.md's pipeline.
+inline constexpr double kCanonicalizePos = 1;
+inline constexpr double kMergePos = 2;
+inline constexpr double kConstantFoldingPos = 3;
+inline constexpr double kDevicePlacementPos = 4;
+inline constexpr double kConvLoweringPos = 5;
+inline constexpr double kFusionPos = 6;
+inline constexpr double kCleanupPos = 7;
+
+void register_canonicalize(RewriteDB& db);
+void register_merge(RewriteDB& db);
+void register_constant_folding(RewriteDB& db);
+void register_device_placement(RewriteDB& db);
+void register_conv_lowering(RewriteDB& db);   // the conv_lowering phase + priority lowering
+void register_meta_optimizer(RewriteDB& db);  // conv_meta, inside conv_lowering
+void register_fusion(RewriteDB& db);
+void register_cleanup(RewriteDB& db);
+
+/// Common-subexpression elimination over the whole graph; returns the merges made.
+int merge_graph(FunctionGraph& graph);
+
+struct OptimizeState {
+  const AlgorithmRegistry* registry = nullptr;
+  std::shared_ptr<MetaClock> clock;
+  /// Opened on first use by the meta-optimizer; saved by optimize() at the end.
+  std::unique_ptr<TuningCache> cache;
+  bool cache_opened = false;
+  OptimizeState();
+  ~OptimizeState();
+};
+
+/// Sends one line to Mode::log, or std::cerr.
+void log_line(const Mode& mode, const std::string& line);
+
+}  // namespace convgraph

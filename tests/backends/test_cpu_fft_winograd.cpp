@@ -1,0 +1,192 @@
+// Targeted tests of cpu.fft, cpu.winograd and cpu.conv3d2d against the reference
+// convolution (the generic sweep in test_cpu_conv_algorithms.cpp covers them too once
+// registered; these add the cases each algorithm is most likely to get wrong).
+//
+// Error measure: max |got - ref| / max |ref| over the written tensor (ref computed in
+// double). Bounds: float64 1e-9 everywhere; float32 cpu.fft 2e-5 (float FFTs, error grows
+// with log L and the channel count), cpu.conv3d2d 1e-5 (delegates to GEMM), cpu.winograd
+// 5e-5 for F(4x4, 3x3) (measured 1e-6 .. 1e-5 on unit-range data, see conv_winograd.cpp).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "convgraph/backends/conv_algorithm.hpp"
+#include "convgraph/backends/cpu/reference.hpp"
+#include "convgraph/runtime/thread_pool.hpp"
+
+using namespace convgraph;
+using i64 = std::int64_t;
+
+namespace {
+
+const ConvAlgorithm& algo(const char* name) {
+  const ConvAlgorithm* a = AlgorithmRegistry::builtin().find(name);
+  REQUIRE(a != nullptr);
+  return *a;
+}
+
+struct Spec {
+  ConvDirection dir = ConvDirection::forward;
+  std::vector<i64> x, w;  // (N, C, spatial...), (K, C/G, spatial...)
+  std::vector<i64> stride, dilation;
+  BorderMode border;
+  i64 groups = 1;
+  bool flip = false;
+  DType dtype = DType::float64;
+};
+
+ConvProblem make(const Spec& s) {
+  ConvParams prm;
+  prm.ndim = static_cast<int>(s.x.size()) - 2;
+  prm.border = s.border;
+  prm.stride = s.stride;
+  prm.dilation = s.dilation;
+  prm.groups = s.groups;
+  prm.filter_flip = s.flip;
+  return ConvProblem::make(s.dir, prm, s.x, s.w, s.dtype, "test");
+}
+
+struct AlignedFree {
+  void operator()(void* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<void, AlignedFree>;
+Buffer alloc(std::size_t bytes) {
+  const std::size_t n = (std::max<std::size_t>(bytes, 64) + 63) / 64 * 64;
+  return Buffer(std::aligned_alloc(64, n));
+}
+
+template <class T>
+std::vector<T> random_vec(i64 n, std::mt19937& rng) {
+  std::uniform_real_distribution<double> d(-1.0, 1.0);
+  std::vector<T> v(static_cast<std::size_t>(n));
+  for (auto& e : v) e = static_cast<T>(d(rng));
+  return v;
+}
+
+/// Runs `a` and the reference on random operands; returns max|diff| / max|ref|.
+template <class T>
+double rel_error(const ConvAlgorithm& a, const ConvProblem& p, ThreadPool* pool) {
+  std::mt19937 rng(1234);
+  auto x = random_vec<T>(p.x_numel(), rng), w = random_vec<T>(p.w_numel(), rng),
+       y = random_vec<T>(p.y_numel(), rng);
+  auto rx = x, rw = w, ry = y;
+  // Poison the output so a partial write shows up.
+  std::vector<T>& out = p.direction == ConvDirection::forward       ? y
+                        : p.direction == ConvDirection::grad_inputs ? x
+                                                                    : w;
+  std::fill(out.begin(), out.end(), static_cast<T>(NAN));
+  reference_conv(p, ConvTensors{rx.data(), rw.data(), ry.data()});
+  const std::size_t ws = a.workspace_bytes(p);
+  Buffer wbuf = alloc(ws);
+  ConvContext ctx;
+  ctx.pool = pool;
+  ctx.workspace = wbuf.get();
+  ctx.workspace_bytes = ws;
+  a.run(p, ConvTensors{x.data(), w.data(), y.data()}, ctx);
+  const std::vector<T>& ref = p.direction == ConvDirection::forward       ? ry
+                              : p.direction == ConvDirection::grad_inputs ? rx
+                                                                          : rw;
+  double md = 0, mr = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double d = std::abs(static_cast<double>(out[i]) - static_cast<double>(ref[i]));
+    md = std::isnan(d) ? INFINITY : std::max(md, d);
+    mr = std::max(mr, std::abs(static_cast<double>(ref[i])));
+  }
+  return mr > 0 ? md / mr : md;
+}
+
+double rel_error(const ConvAlgorithm& a, const ConvProblem& p, ThreadPool* pool = nullptr) {
+  if (!pool) pool = &ThreadPool::default_pool();
+  return p.dtype == DType::float64 ? rel_error<double>(a, p, pool) : rel_error<float>(a, p, pool);
+}
+
+constexpr ConvDirection kDirs[] = {ConvDirection::forward, ConvDirection::grad_inputs,
+                                   ConvDirection::grad_weights};
+
+void check_all_dirs(const char* name, Spec s, double tol64, double tol32) {
+  const ConvAlgorithm& a = algo(name);
+  for (DType dt : {DType::float64, DType::float32})
+    for (ConvDirection d : kDirs) {
+      s.dir = d;
+      s.dtype = dt;
+      const ConvProblem p = make(s);
+      INFO(name << " " << p.key());
+      const Status st = a.applicable(p);
+      INFO(st.reason());
+      REQUIRE(st.is_ok());
+      const double err = rel_error(a, p);
+      CHECK(err <= (dt == DType::float64 ? tol64 : tol32));
+    }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// cpu.fft
+
+TEST_CASE("cpu.fft 1D odd widths, dilation, padding, all directions", "[cpu][fft]") {
+  for (bool flip : {false, true}) {
+    check_all_dirs("cpu.fft", {.x = {2, 3, 17}, .w = {4, 3, 5}, .border = BorderMode("valid"), .flip = flip}, 1e-9, 2e-5);
+    check_all_dirs("cpu.fft", {.x = {1, 2, 23}, .w = {3, 2, 4}, .dilation = {3}, .border = BorderMode("full"), .flip = flip}, 1e-9, 2e-5);
+    check_all_dirs("cpu.fft", {.x = {3, 1, 1}, .w = {2, 1, 1}, .border = BorderMode("valid"), .flip = flip}, 1e-9, 2e-5);
+    check_all_dirs("cpu.fft", {.x = {2, 2, 9}, .w = {2, 2, 3}, .border = BorderMode({std::pair<i64, i64>{7, 0}}), .flip = flip}, 1e-9, 2e-5);
+  }
+}
+
+TEST_CASE("cpu.fft 2D odd and even sizes, asymmetric pads, groups, dilation", "[cpu][fft]") {
+  check_all_dirs("cpu.fft", {.x = {2, 4, 13, 11}, .w = {6, 2, 3, 5}, .border = BorderMode("half"), .groups = 2, .flip = true}, 1e-9, 2e-5);
+  check_all_dirs("cpu.fft", {.x = {1, 3, 15, 16}, .w = {2, 3, 3, 3}, .dilation = {2, 3}, .border = BorderMode({{1, 4}, {0, 2}}), .flip = false}, 1e-9, 2e-5);
+  check_all_dirs("cpu.fft", {.x = {2, 6, 7, 9}, .w = {6, 1, 2, 4}, .border = BorderMode("full"), .groups = 6, .flip = true}, 1e-9, 2e-5);
+  check_all_dirs("cpu.fft", {.x = {3, 5, 8, 8}, .w = {7, 5, 1, 1}, .border = BorderMode("valid")}, 1e-9, 2e-5);
+}
+
+TEST_CASE("cpu.fft 3D", "[cpu][fft]") {
+  check_all_dirs("cpu.fft", {.x = {2, 3, 5, 7, 6}, .w = {4, 3, 3, 2, 3}, .border = BorderMode("half"), .flip = true}, 1e-9, 2e-5);
+  check_all_dirs("cpu.fft", {.x = {1, 4, 6, 5, 9}, .w = {2, 2, 2, 3, 2}, .dilation = {2, 1, 3}, .border = BorderMode({{0, 1}, {2, 2}, {3, 0}}), .groups = 2}, 1e-9, 2e-5);
+}
+
+TEST_CASE("cpu.fft larger 2D layer in float32 stays within tolerance", "[cpu][fft]") {
+  const ConvAlgorithm& a = algo("cpu.fft");
+  for (ConvDirection d : kDirs) {
+    const ConvProblem p = make({.dir = d, .x = {4, 32, 30, 30}, .w = {32, 32, 5, 5}, .border = BorderMode("half"), .dtype = DType::float32});
+    INFO(p.key());
+    CHECK(rel_error(a, p) <= 2e-5);
+  }
+}
+
+TEST_CASE("cpu.fft declines stride > 1 and over-limit workspace", "[cpu][fft]") {
+  const ConvAlgorithm& a = algo("cpu.fft");
+  REQUIRE(std::string(a.name()) == "cpu.fft");
+  ConvProblem p = make({.x = {1, 2, 10, 10}, .w = {2, 2, 3, 3}, .stride = {2, 1}});
+  Status s = a.applicable(p);
+  CHECK_FALSE(s.is_ok());
+  CHECK(s.reason().find("stride") != std::string::npos);
+  p = make({.x = {1, 2, 10, 10}, .w = {2, 2, 3, 3}});
+  CHECK(a.applicable(p).is_ok());
+  CHECK(a.workspace_bytes(p) > 0);
+  p.workspace_limit = 1000;
+  s = a.applicable(p);
+  CHECK_FALSE(s.is_ok());
+  CHECK(s.reason().find("workspace") != std::string::npos);
+  // A tighter limit that still fits one image per chunk is honoured, not declined.
+  ConvProblem q = make({.x = {8, 4, 20, 20}, .w = {4, 4, 3, 3}});
+  const std::size_t full = a.workspace_bytes(q);
+  q.workspace_limit = full / 2;
+  REQUIRE(a.applicable(q).is_ok());
+  CHECK(a.workspace_bytes(q) <= q.workspace_limit);
+  CHECK(rel_error(a, q) <= 1e-9);
+  const auto tags = a.tags();
+  CHECK(std::find(tags.begin(), tags.end(), "conv_fft") != tags.end());
+  CHECK(std::find(tags.begin(), tags.end(), "fast_run") == tags.end());
+}
+
+TEST_CASE("cpu.fft runs single-threaded without a pool", "[cpu][fft]") {
+  ThreadPool one(1);
+  const ConvProblem p = make({.x = {2, 3, 9, 10}, .w = {4, 3, 3, 3}, .border = BorderMode(1), .flip = true});
+  CHECK(rel_error(algo("cpu.fft"), p, &one) <= 1e-9);
+}

@@ -1,0 +1,48 @@
+#include <catch2/catch.hpp>
+#include <convgraph/convgraph.hpp>
+#include <cstdint>
+
+using namespace convgraph;
+
+TEST_CASE("tensor: construction, element access, 64-byte alignment", "[core][tensor]") {
+  Tensor t = Tensor::from({1, 2, 3, 4, 5, 6}, {2, 3});
+  CHECK(t.dtype() == DType::float32);
+  CHECK(t.shape() == Shape{2, 3});
+  CHECK(t.strides() == Shape{3, 1});
+  CHECK(t.at<float>({1, 2}) == 6.f);
+  CHECK(reinterpret_cast<std::uintptr_t>(t.raw()) % 64 == 0);
+  Tensor i = Tensor::of<std::int64_t>({7, 8, 9});
+  CHECK(i.dtype() == DType::int64);
+  CHECK(i.get(2) == 9.0);
+  CHECK(Tensor::zeros(DType::float64, {3}).to_vector() == std::vector<double>{0, 0, 0});
+  CHECK(Tensor::scalar(2.5, DType::float64).rank() == 0);
+}
+
+TEST_CASE("tensor: views share storage; copies do not", "[core][tensor]") {
+  Tensor t = Tensor::from({0, 1, 2, 3, 4, 5}, {2, 3});
+  Tensor tr = t.permute({1, 0});
+  CHECK(tr.shape() == Shape{3, 2});
+  CHECK_FALSE(tr.is_contiguous());
+  CHECK(tr.to_vector() == std::vector<double>{0, 3, 1, 4, 2, 5});
+  Tensor s = t.slice(1, 0, 3, 2);
+  CHECK(s.to_vector() == std::vector<double>{0, 2, 3, 5});
+  Tensor r = t.reshape({3, -1});
+  CHECK(r.shape() == Shape{3, 2});
+  r.set(0, 42);
+  CHECK(t.get(0) == 42);  // reshape of contiguous data is a view
+  Tensor c = tr.contiguous();
+  c.set(0, -1);
+  CHECK(t.get(0) == 42);
+  CHECK(t.astype(DType::int32).get(5) == 5);
+}
+
+TEST_CASE("tensor: bad inputs raise typed errors", "[core][tensor][errors]") {
+  Tensor t = Tensor::from({1, 2, 3, 4}, {2, 2});
+  CHECK_THROWS_AS(Tensor::from({1, 2, 3}, {2, 2}), ShapeError);
+  CHECK_THROWS_AS(t.at<double>({0, 0}), TypeError);
+  CHECK_THROWS_AS(t.at<float>({2, 0}), ShapeError);
+  CHECK_THROWS_AS(t.reshape({3, 2}), ShapeError);
+  CHECK_THROWS_AS(t.permute({0, 0}), ShapeError);
+  CHECK_THROWS_AS(Tensor(DType::float32, {-2, 3}), ShapeError);
+  CHECK_THROWS_WITH(t.reshape({3, 2}), Catch::Contains("(2, 2)") && Catch::Contains("(3, 2)"));
+}
