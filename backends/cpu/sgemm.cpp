@@ -25,6 +25,7 @@ struct ScalarTraits {
   static constexpr int kNR = 16;
   static constexpr std::int64_t kKC = 256;
   static constexpr std::int64_t kNC = 512;
+  static constexpr std::int64_t kABuf = kMR * kKC;
   static void pack_a(const GemmArgs& g, std::int64_t i0, int m, std::int64_t p0, std::int64_t kc,
                      float* dst) {
     sgemm_detail::pack_a_generic<kMR>(g, i0, m, p0, kc, dst);
@@ -33,9 +34,10 @@ struct ScalarTraits {
                      float* dst) {
     sgemm_detail::pack_b_generic<kNR>(g, p0, kc, j0, n, dst);
   }
-  static void kernel(std::int64_t kc, const float* __restrict a, const float* __restrict b,
-                     float* c, std::int64_t ldc, int m, int n, float alpha, float beta,
-                     bool first) {
+  static void kernel(const GemmArgs& g, std::int64_t kc, const float* __restrict a,
+                     const float* __restrict b, float* c, int m, int n, bool first) {
+    const std::int64_t ldc = g.ldc;
+    const float alpha = g.alpha, beta = g.beta;
     float acc[kMR][kNR] = {};
     for (std::int64_t k = 0; k < kc; ++k) {
       for (int i = 0; i < kMR; ++i)

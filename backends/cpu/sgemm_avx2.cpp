@@ -101,6 +101,7 @@ struct Avx2Traits {
   static constexpr int kNR = convgraph::cpu::kNR;
   static constexpr std::int64_t kKC = 256;
   static constexpr std::int64_t kNC = 512;
+  static constexpr std::int64_t kABuf = kMR * kKC;
   static void pack_a(const GemmArgs& g, std::int64_t i0, int m, std::int64_t p0, std::int64_t kc,
                      float* dst) {
     sgemm_detail::pack_a_generic<kMR>(g, i0, m, p0, kc, dst);
@@ -109,9 +110,9 @@ struct Avx2Traits {
                      float* dst) {
     pack_b_avx2(g, p0, kc, j0, n, dst);
   }
-  static void kernel(std::int64_t kc, const float* a, const float* b, float* c, std::int64_t ldc,
-                     int m, int n, float alpha, float beta, bool first) {
-    kernel_6x16(kc, a, b, c, ldc, m, n, alpha, beta, first);
+  static void kernel(const GemmArgs& g, std::int64_t kc, const float* a, const float* b, float* c,
+                     int m, int n, bool first) {
+    kernel_6x16(kc, a, b, c, g.ldc, m, n, g.alpha, g.beta, first);
   }
 };
 

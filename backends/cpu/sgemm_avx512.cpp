@@ -2,7 +2,9 @@
 // vectors, one broadcast). Every function that uses AVX-512 carries its own target
 // attribute, so a portable (-march=x86-64-v2) build still contains this path and
 // sgemm.cpp picks it at run time. Keep the standard headers above the target regions.
+#include <array>
 #include <cstdint>
+#include <utility>
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -27,71 +29,86 @@ using sgemm_detail::GemmArgs;
 
 constexpr int kMR = 14;
 constexpr int kNR = 32;
+/// Deepest depth block; also the row stride of a row-major A sliver (14 x kKC floats,
+/// 21 KiB: stays in L1 next to the B sliver being streamed).
+constexpr std::int64_t kKC = CG_KC;
 
 CG_AVX512 inline __mmask16 low_mask(int n) {
   return n >= 16 ? static_cast<__mmask16>(0xFFFF)
                  : n <= 0 ? static_cast<__mmask16>(0) : static_cast<__mmask16>((1u << n) - 1u);
 }
 
-// C(m x n) (+)= alpha * a-sliver * b-sliver. The k loop is the hot loop: per step two
-// aligned B loads, 14 broadcasts and 28 FMAs; no stores, no stack traffic (see objdump).
-CG_AVX512 void kernel_14x32(std::int64_t kc, const float* __restrict a, const float* __restrict b,
-                            float* c, std::int64_t ldc, int m, int n, float alpha, float beta,
-                            bool first) {
-  __m512 c0[kMR], c1[kMR];
+// One register block: C(MROWS x n) (+)= alpha * A-sliver * B-sliver, n <= 16 * NV.
+// The A sliver is either k-major (a[k*14 + i], KMAJOR) or row-major with a fixed row
+// stride (a[i*kKC + k]); both give every broadcast a constant displacement from one
+// pointer. The k loop is the hot loop: per step NV aligned B loads, MROWS broadcasts and
+// MROWS*NV FMAs; no stores and no stack traffic (check with objdump).
+template <int MROWS, int NV, bool KMAJOR>
+CG_AVX512 void kernel(std::int64_t kc, const float* __restrict a, const float* __restrict b,
+                      float* c, std::int64_t ldc, int n, float alpha, float beta, bool first) {
+  constexpr std::int64_t kStep = KMAJOR ? kMR : 1;
+  constexpr std::int64_t kRow = KMAJOR ? 1 : kKC;
+  __m512 acc[MROWS][NV];
 #pragma GCC unroll 14
-  for (int i = 0; i < kMR; ++i) {
-    c0[i] = _mm512_setzero_ps();
-    c1[i] = _mm512_setzero_ps();
-  }
+  for (int i = 0; i < MROWS; ++i)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
   // Fetch the C tile while the k loop runs.
 #pragma GCC unroll 14
-  for (int i = 0; i < kMR; ++i) {
-    if (i < m) {
-      _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16), _MM_HINT_T0);
-    }
-  }
+  for (int i = 0; i < MROWS; ++i)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v)
+      _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16 * v), _MM_HINT_T0);
 #pragma GCC unroll 2
   for (std::int64_t k = 0; k < kc; ++k) {
-    const __m512 b0 = _mm512_load_ps(b);
-    const __m512 b1 = _mm512_load_ps(b + 16);
+    __m512 bv[NV];
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) bv[v] = _mm512_load_ps(b + 16 * v);
 #pragma GCC unroll 14
-    for (int i = 0; i < kMR; ++i) {
-      const __m512 ai = _mm512_set1_ps(a[i]);
-      c0[i] = _mm512_fmadd_ps(ai, b0, c0[i]);
-      c1[i] = _mm512_fmadd_ps(ai, b1, c1[i]);
+    for (int i = 0; i < MROWS; ++i) {
+      const __m512 ai = _mm512_set1_ps(a[i * kRow]);
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(ai, bv[v], acc[i][v]);
     }
-    a += kMR;
+    a += kStep;
     b += kNR;
   }
 
   const __m512 va = _mm512_set1_ps(alpha);
   const __m512 vb = _mm512_set1_ps(beta);
-  const __mmask16 k0 = low_mask(n), k1 = low_mask(n - 16);
+  __mmask16 mask[NV];
+#pragma GCC unroll 2
+  for (int v = 0; v < NV; ++v) mask[v] = low_mask(n - 16 * v);
   const bool read_c = !first || beta != 0.0f;
 #pragma GCC unroll 14
-  for (int i = 0; i < kMR; ++i) {
-    if (i < m) {
-      float* cr = c + i * ldc;
-      __m512 r0 = _mm512_mul_ps(va, c0[i]);
-      __m512 r1 = _mm512_mul_ps(va, c1[i]);
+  for (int i = 0; i < MROWS; ++i) {
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) {
+      float* cp = c + i * ldc + 16 * v;
+      __m512 r = _mm512_mul_ps(va, acc[i][v]);
       if (read_c) {
-        const __m512 o0 = _mm512_maskz_loadu_ps(k0, cr);
-        const __m512 o1 = _mm512_maskz_loadu_ps(k1, cr + 16);
-        if (first) {
-          r0 = _mm512_fmadd_ps(vb, o0, r0);
-          r1 = _mm512_fmadd_ps(vb, o1, r1);
-        } else {
-          r0 = _mm512_add_ps(o0, r0);
-          r1 = _mm512_add_ps(o1, r1);
-        }
+        const __m512 old = _mm512_maskz_loadu_ps(mask[v], cp);
+        r = first ? _mm512_fmadd_ps(vb, old, r) : _mm512_add_ps(old, r);
       }
-      _mm512_mask_storeu_ps(cr, k0, r0);
-      _mm512_mask_storeu_ps(cr + 16, k1, r1);
+      _mm512_mask_storeu_ps(cp, mask[v], r);
     }
   }
 }
+
+using KernelFn = void (*)(std::int64_t, const float*, const float*, float*, std::int64_t, int,
+                          float, float, bool);
+
+// kKernels[kmajor][nv - 1][mrows - 1]
+template <bool KMAJOR, int NV, std::size_t... I>
+constexpr std::array<KernelFn, kMR> kernel_row(std::index_sequence<I...>) {
+  return {&kernel<static_cast<int>(I) + 1, NV, KMAJOR>...};
+}
+constexpr std::array<std::array<std::array<KernelFn, kMR>, 2>, 2> kKernels = {{
+    {{kernel_row<false, 1>(std::make_index_sequence<kMR>()),
+      kernel_row<false, 2>(std::make_index_sequence<kMR>())}},
+    {{kernel_row<true, 1>(std::make_index_sequence<kMR>()),
+      kernel_row<true, 2>(std::make_index_sequence<kMR>())}},
+}};
 
 // In-register transpose of a 16x16 block: r[i] holds row i on entry, column i on exit.
 CG_AVX512 inline void transpose16(__m512 r[16]) {
@@ -125,32 +142,25 @@ CG_AVX512 inline void transpose16(__m512 r[16]) {
   for (int i = 0; i < 16; ++i) r[i] = t[i];
 }
 
-// Rows i0.. of op(A), depth p0..p0+kc -> dst[k*14 + i].
+// Rows i0..i0+m of op(A), depth p0..p0+kc, as the kernel reads them: a plain copy
+// either way, no transpose. transA: k-major dst[k*14 + i] (A's rows are op(A)'s columns);
+// otherwise row-major dst[i*kKC + k].
 CG_AVX512 void pack_a_avx512(const GemmArgs& g, std::int64_t i0, int m, std::int64_t p0,
                              std::int64_t kc, float* dst) {
-  if (g.ta) {  // op(A)(i, k) = A[k*lda + i]: each k is a contiguous run of m floats
+  if (g.ta) {
     const __mmask16 mk = low_mask(m);
     const float* src = g.A + p0 * g.lda + i0;
     for (std::int64_t k = 0; k < kc; ++k)
-      _mm512_mask_storeu_ps(dst + k * kMR, 0x3FFF, _mm512_maskz_loadu_ps(mk, src + k * g.lda));
+      _mm512_mask_storeu_ps(dst + k * kMR, mk, _mm512_maskz_loadu_ps(mk, src + k * g.lda));
     return;
   }
-  // op(A)(i, k) = A[i*lda + k]: transpose 14 (zero-padded to 16) rows x 16 depths at a time.
-  const float* src = g.A + i0 * g.lda + p0;
-  for (std::int64_t k = 0; k < kc; k += 16) {
-    const int kn = static_cast<int>(kc - k < 16 ? kc - k : 16);
-    const __mmask16 km = low_mask(kn);
-    __m512 r[16];
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; ++i)
-      r[i] = i < m ? _mm512_maskz_loadu_ps(km, src + i * g.lda + k) : _mm512_setzero_ps();
-    transpose16(r);
-    if (kn == 16) {
-#pragma GCC unroll 16
-      for (int j = 0; j < 16; ++j) _mm512_mask_storeu_ps(dst + (k + j) * kMR, 0x3FFF, r[j]);
-    } else {
-      for (int j = 0; j < kn; ++j) _mm512_mask_storeu_ps(dst + (k + j) * kMR, 0x3FFF, r[j]);
-    }
+  const __mmask16 tail = low_mask(static_cast<int>(kc % 16));
+  const std::int64_t kfull = kc - kc % 16;
+  for (int i = 0; i < m; ++i) {
+    const float* src = g.A + (i0 + i) * g.lda + p0;
+    float* d = dst + i * kKC;
+    for (std::int64_t k = 0; k < kfull; k += 16) _mm512_store_ps(d + k, _mm512_loadu_ps(src + k));
+    if (tail) _mm512_mask_storeu_ps(d + kfull, tail, _mm512_maskz_loadu_ps(tail, src + kfull));
   }
 }
 
@@ -192,8 +202,9 @@ CG_AVX512 void pack_b_avx512(const GemmArgs& g, std::int64_t p0, std::int64_t kc
 struct Avx512Traits {
   static constexpr int kMR = convgraph::cpu::kMR;
   static constexpr int kNR = convgraph::cpu::kNR;
-  static constexpr std::int64_t kKC = CG_KC;
+  static constexpr std::int64_t kKC = convgraph::cpu::kKC;
   static constexpr std::int64_t kNC = CG_NC;
+  static constexpr std::int64_t kABuf = kMR * kKC;
   static void pack_a(const GemmArgs& g, std::int64_t i0, int m, std::int64_t p0, std::int64_t kc,
                      float* dst) {
     pack_a_avx512(g, i0, m, p0, kc, dst);
@@ -202,9 +213,9 @@ struct Avx512Traits {
                      float* dst) {
     pack_b_avx512(g, p0, kc, j0, n, dst);
   }
-  static void kernel(std::int64_t kc, const float* a, const float* b, float* c, std::int64_t ldc,
-                     int m, int n, float alpha, float beta, bool first) {
-    kernel_14x32(kc, a, b, c, ldc, m, n, alpha, beta, first);
+  static void kernel(const GemmArgs& g, std::int64_t kc, const float* a, const float* b, float* c,
+                     int m, int n, bool first) {
+    kKernels[g.ta][n > 16][m - 1](kc, a, b, c, g.ldc, n, g.alpha, g.beta, first);
   }
 };
 

@@ -75,7 +75,7 @@ class Scratch {
   std::size_t bytes_ = 0;
 };
 
-/// Slot 0: the caller's packed A; 1: the caller's fully packed B; 2: any thread's B block.
+/// Slot 0: a thread's A sliver; 1: a thread's B block; 2: the caller's fully packed B.
 inline float* scratch(int slot, std::int64_t floats) {
   thread_local Scratch buffers[3];
   return buffers[slot].get(floats);
@@ -109,7 +109,7 @@ void run_sgemm(const GemmArgs& g, ThreadPool* pool) {
   const std::int64_t nkb = ceil_div(K, Isa::kKC);
   const std::int64_t kcb = ceil_div(K, nkb);
   const std::int64_t msl = ceil_div(M, MR), nsl = ceil_div(N, NR);
-  const std::int64_t Mp = msl * MR, Np = nsl * NR;
+  const std::int64_t Np = nsl * NR;
 
   const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
   const std::int64_t threads = (pool && flops >= kMinParallelFlops) ? pool->size() : 1;
@@ -137,20 +137,11 @@ void run_sgemm(const GemmArgs& g, ThreadPool* pool) {
       fn(0, n);
   };
 
-  // 1. Pack op(A): depth block p at p*kcb*Mp, its sliver s at s*kc*MR within.
-  float* apk = scratch(0, kcb * nkb * Mp);
-  run(nkb * msl, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t t = begin; t < end; ++t) {
-      const std::int64_t p = t / msl, s = t % msl;
-      const std::int64_t p0 = p * kcb, kc = std::min(kcb, K - p0);
-      Isa::pack_a(g, s * MR, static_cast<int>(std::min<std::int64_t>(MR, M - s * MR)), p0, kc,
-                  apk + p * kcb * Mp + s * kc * MR);
-    }
-  });
-  // ... and op(B) too when several row tiles would otherwise each pack it.
+  // op(B) packed once up front when several row tiles would otherwise each pack it:
+  // depth block p at p*kcb*Np, its sliver j at j*kc*NR within.
   float* bpk = nullptr;
   if (shared_b) {
-    bpk = scratch(1, kcb * nkb * Np);
+    bpk = scratch(2, kcb * nkb * Np);
     run(nkb * nsl, [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t t = begin; t < end; ++t) {
         const std::int64_t p = t / nsl, j = t % nsl;
@@ -161,9 +152,12 @@ void run_sgemm(const GemmArgs& g, ThreadPool* pool) {
     });
   }
 
-  // 2./3. Tiles of C.
+  // Tiles of C. Per depth block: the tile's B block is packed (or taken from the shared
+  // copy) and stays in L2; each A sliver is packed right before use into a small buffer
+  // that stays in L1 while the kernel runs over the tile's B slivers.
   run(mtiles * ntiles, [&](std::int64_t begin, std::int64_t end) {
-    float* local_b = shared_b ? nullptr : scratch(2, kcb * tile_ns * NR);
+    float* abuf = scratch(0, Isa::kABuf);
+    float* local_b = shared_b ? nullptr : scratch(1, kcb * tile_ns * NR);
     for (std::int64_t t = begin; t < end; ++t) {
       const std::int64_t mt = t / ntiles, nt = t % ntiles;
       const std::int64_t s0 = mt * tile_ms, s1 = std::min(msl, s0 + tile_ms);
@@ -180,13 +174,12 @@ void run_sgemm(const GemmArgs& g, ThreadPool* pool) {
           bp = local_b;
         }
         for (std::int64_t s = s0; s < s1; ++s) {
-          const float* ap = apk + p * kcb * Mp + s * kc * MR;
           const int m = static_cast<int>(std::min<std::int64_t>(MR, M - s * MR));
+          Isa::pack_a(g, s * MR, m, p0, kc, abuf);
           float* crow = g.C + s * MR * g.ldc;
           for (std::int64_t j = j0; j < j1; ++j) {
             const int n = static_cast<int>(std::min<std::int64_t>(NR, N - j * NR));
-            Isa::kernel(kc, ap, bp + (j - j0) * kc * NR, crow + j * NR, g.ldc, m, n, g.alpha, g.beta,
-                        p == 0);
+            Isa::kernel(g, kc, abuf, bp + (j - j0) * kc * NR, crow + j * NR, m, n, p == 0);
           }
         }
       }

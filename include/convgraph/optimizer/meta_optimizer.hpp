@@ -1,0 +1,119 @@
+#pragma once
+/// The meta-optimizer (conv_meta): times every applicable candidate algorithm for a
+/// convolution on random data of its real shapes, checks each result against the
+/// reference, keeps the fastest, and remembers the choice in a persistent tuning cache.
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "convgraph/optimizer/conv_impl_op.hpp"
+#include "convgraph/optimizer/conv_lowering.hpp"
+
+namespace convgraph {
+
+class ThreadPool;
+
+/// Where timings come from. The default is std::chrono::steady_clock; tests inject a fake
+/// clock that their fake algorithms advance, so "which is fastest" is under their control.
+class MetaClock {
+ public:
+  virtual ~MetaClock() = default;
+  /// Monotonic time in seconds.
+  virtual double now() = 0;
+};
+std::shared_ptr<MetaClock> steady_meta_clock();
+
+/// One remembered decision.
+struct TuningEntry {
+  std::string algorithm;  ///< winner's name
+  int version = 0;        ///< winner's ConvAlgorithm::version() when it was timed
+  double seconds = 0;     ///< its median time
+  bool operator==(const TuningEntry&) const = default;
+};
+
+/// The persistent tuning cache: a text file
+///   convgraph-tuning-cache v1
+///   <device>\t<problem key>\t<candidates>\t<algorithm>\t<version>\t<seconds>
+///   ...
+///   end <entry count>
+/// keyed by device fingerprint, ConvProblem::key() (dtypes, workspace limit) and the
+/// candidate set with each candidate's version. A corrupt, truncated or foreign file is
+/// ignored with a warning (and replaced at the next save). save() merges with what is on
+/// disk under an flock on "<path>.lock" and replaces the file atomically (temporary file
+/// in the same folder, fsync, rename), so concurrent writers never corrupt it.
+class TuningCache {
+ public:
+  static constexpr int kFormatVersion = 1;
+  using Warn = std::function<void(const std::string&)>;
+  using Entries = std::map<std::string, TuningEntry>;
+
+  /// An empty path keeps entries in memory only.
+  explicit TuningCache(std::string path, Warn warn = {});
+  /// $XDG_CACHE_HOME/convgraph/tuning.txt, else $HOME/.cache/convgraph/tuning.txt,
+  /// else a file in the temporary folder.
+  static std::string default_path();
+  /// The file a mode uses: metaopt.cache, the default for "", or "" (memory only) for "None".
+  static std::string path_for(const std::string& metaopt_cache);
+
+  const std::string& path() const { return path_; }
+  /// (Re)reads the file. A missing file is an empty cache; a bad one is warned about.
+  void load();
+  /// Why the last load() ignored the file; empty when it was fine or missing.
+  const std::string& load_error() const { return load_error_; }
+  const TuningEntry* find(const std::string& key) const;
+  void put(const std::string& key, TuningEntry entry);
+  bool dirty() const { return !pending_.empty(); }
+  std::size_t size() const;
+  /// Writes the pending entries (see the class comment). Failures (read-only folder...)
+  /// are warned about, never thrown: the cache only saves time.
+  void save();
+
+  static std::string make_key(std::string_view device, const ConvProblem& p,
+                              const std::vector<AlgorithmPtr>& candidates);
+  /// Parses a whole file; false with `error` set when it is not a complete, valid cache.
+  static bool parse(const std::string& text, Entries& out, std::string& error);
+  static std::string serialize(const Entries& entries);
+
+ private:
+  void warn(const std::string& text) const;
+  std::string path_;
+  Warn warn_;
+  Entries entries_;  ///< as last read or written
+  Entries pending_;  ///< new since then
+  std::string load_error_;
+};
+
+/// "cpu Intel(R) Xeon(R) ... threads=2", "cuda NVIDIA H200 cudnn 90100": the device part
+/// of a tuning key.
+std::string device_fingerprint(DeviceKind device, int threads);
+
+/// Settings of one tuning run.
+struct TuneOptions {
+  double budget_seconds = 10;  ///< per node; candidates past it are skipped (one always runs)
+  int min_runs = 3;            ///< timed runs after the warm-up; the median is kept
+  int max_runs = 9;            ///< more runs while a candidate is fast (< 20 ms in total)
+  double early_stop = 10;      ///< stop timing a candidate whose warm-up is this much slower than the best
+  int verbose = 0;
+  std::function<void(const std::string&)> log;  ///< verbose lines
+  MetaClock* clock = nullptr;                   ///< nullptr = steady clock
+  ThreadPool* pool = nullptr;                   ///< nullptr = the default pool
+  TuningCache* cache = nullptr;                 ///< nullptr = no cache
+  std::string device;                           ///< device fingerprint for the cache key
+};
+
+struct TuneOutcome {
+  AlgorithmPtr winner;  ///< null when no candidate could be timed
+  std::string why;      ///< "timing: 1.2 ms, fastest of 3" or "cache hit: ..."
+  bool cache_hit = false;
+  double seconds = 0;   ///< winner's median time
+  int timed = 0;        ///< candidates timed in this call
+};
+
+/// Tunes one problem among `candidates` (their verdicts: declined ones are only reported).
+TuneOutcome tune_conv(const ConvProblem& p, const ConvCandidates& candidates, const std::string& label,
+                      const TuneOptions& options);
+
+}  // namespace convgraph

@@ -1,0 +1,292 @@
+// The meta-optimizer (conv_meta): time each applicable candidate on random data of the
+// node's shapes, verify it against the reference, keep the fastest; remember the result.
+#include "convgraph/optimizer/meta_optimizer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <random>
+
+#include "convgraph/backends/cpu/reference.hpp"
+#include "convgraph/core/function_graph.hpp"
+#include "convgraph/runtime/profile.hpp"
+#include "convgraph/runtime/thread_pool.hpp"
+#include "optimizer/passes.hpp"
+#include "optimizer/text_util.hpp"
+
+namespace convgraph {
+
+namespace {
+
+class SteadyClock final : public MetaClock {
+ public:
+  double now() override {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void fill_uniform(Tensor& t, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  if (t.dtype() == DType::float32) {
+    float* p = t.data<float>();
+    for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<float>(dist(rng));
+  } else {
+    double* p = t.data<double>();
+    for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = dist(rng);
+  }
+}
+
+void fill_nan(Tensor& t) {
+  if (t.dtype() == DType::float32) std::fill_n(t.data<float>(), t.numel(), std::nanf(""));
+  else std::fill_n(t.data<double>(), t.numel(), std::nan(""));
+}
+
+/// The three operands of `p` as host tensors, inputs random, in the direction's roles.
+struct TuneData {
+  Tensor in0, in1, out, want;
+};
+
+TuneData make_data(const ConvProblem& p) {
+  std::mt19937_64 rng(0x5eed + static_cast<std::uint64_t>(p.flops()));
+  TuneData d;
+  switch (p.direction) {
+    case ConvDirection::forward:
+      d.in0 = Tensor(p.dtype, p.x_shape()), d.in1 = Tensor(p.dtype, p.w_shape()), d.out = Tensor(p.dtype, p.y_shape());
+      break;
+    case ConvDirection::grad_inputs:
+      d.in0 = Tensor(p.dtype, p.w_shape()), d.in1 = Tensor(p.dtype, p.y_shape()), d.out = Tensor(p.dtype, p.x_shape());
+      break;
+    case ConvDirection::grad_weights:
+      d.in0 = Tensor(p.dtype, p.x_shape()), d.in1 = Tensor(p.dtype, p.y_shape()), d.out = Tensor(p.dtype, p.w_shape());
+      break;
+  }
+  fill_uniform(d.in0, rng);
+  fill_uniform(d.in1, rng);
+  d.want = Tensor(p.dtype, d.out.shape());
+  reference_conv(p, conv_tensors(p.direction, d.in0.raw(), d.in1.raw(), d.want.raw()));
+  return d;
+}
+
+std::string gflops_text(const ConvProblem& p, double seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GFLOP/s", seconds > 0 ? p.flops() / seconds * 1e-9 : 0.0);
+  return buf;
+}
+
+std::string padded(const std::string& s, std::size_t width) {
+  return s.size() >= width ? s : s + std::string(width - s.size(), ' ');
+}
+
+}  // namespace
+
+std::shared_ptr<MetaClock> steady_meta_clock() { return std::make_shared<SteadyClock>(); }
+
+TuneOutcome tune_conv(const ConvProblem& p, const ConvCandidates& candidates, const std::string& label,
+                      const TuneOptions& o) {
+  auto say = [&](const std::string& line) {
+    if (o.verbose < 1) return;
+    if (o.log) o.log(line);
+    else std::cerr << line << '\n';
+  };
+  SteadyClock steady;
+  MetaClock& clock = o.clock ? *o.clock : steady;
+  ThreadPool& pool = o.pool ? *o.pool : ThreadPool::default_pool();
+
+  std::vector<AlgorithmPtr> usable = candidates.usable();
+  char head[64];
+  std::snprintf(head, sizeof head, "%.3g GFLOP", p.flops() * 1e-9);
+  say(msg("[metaopt] ", label, ": ", p.key(), " (", head, ", ", usable.size(), " of ",
+          candidates.verdicts.size(), " candidates applicable)"));
+  for (const auto& v : candidates.verdicts)
+    if (!v.reason.empty()) say(msg("[metaopt]   ", padded(v.algorithm->name(), 18), " skipped: ", v.reason));
+
+  TuneOutcome out;
+  if (usable.empty()) {
+    say("[metaopt]   no applicable candidate; falling back to priority lowering");
+    return out;
+  }
+  const std::string key = TuningCache::make_key(o.device, p, usable);
+  if (o.cache) {
+    if (const TuningEntry* e = o.cache->find(key)) {
+      for (const auto& a : usable)
+        if (a->name() == e->algorithm && a->version() == e->version) {
+          out.winner = a;
+          out.cache_hit = true;
+          out.seconds = e->seconds;
+          out.why = msg("cache hit: ", seconds_text(e->seconds), " when tuned",
+                        o.cache->path().empty() ? "" : ", " + o.cache->path());
+          say(msg("[metaopt]   cache hit -> ", a->name(), " (", seconds_text(e->seconds), ", ",
+                  gflops_text(p, e->seconds), " when tuned); no timing"));
+          return out;
+        }
+      say(msg("[metaopt]   stale cache entry (", e->algorithm, " v", e->version, " is no longer a candidate); re-tuning"));
+    }
+  }
+  if (p.dtype != DType::float32 && p.dtype != DType::float64) {
+    say(msg("[metaopt]   cannot time ", dtype_name(p.dtype), " problems on the host yet; falling back to priority lowering"));
+    return out;
+  }
+
+  const double ref_start = clock.now();
+  TuneData data = make_data(p);
+  if (o.verbose >= 2) say(msg("[metaopt]   reference computed in ", seconds_text(clock.now() - ref_start)));
+  std::size_t ws_bytes = 0;
+  for (const auto& a : usable) ws_bytes = std::max(ws_bytes, a->workspace_bytes(p));
+  std::shared_ptr<Storage> ws;
+  if (ws_bytes > 0) {
+    try {
+      ws = allocate_host(ws_bytes);
+    } catch (const MemoryError&) {
+      ws_bytes = 0;  // candidates that need workspace are skipped below
+    }
+  }
+  const ConvTensors t = conv_tensors(p.direction, data.in0.raw(), data.in1.raw(), data.out.raw());
+
+  const double start = clock.now();
+  double best = 0;
+  for (const auto& a : usable) {
+    const std::string name = padded(a->name(), 18);
+    if (a->device() != DeviceKind::cpu) {
+      say(msg("[metaopt]   ", name, " skipped: timing on ", device_name(a->device()),
+              " needs device buffers, which the meta-optimizer does not allocate yet"));
+      continue;
+    }
+    if (out.winner && clock.now() - start > o.budget_seconds) {
+      say(msg("[metaopt]   ", name, " skipped: the node's time budget of ", seconds_text(o.budget_seconds), " is spent"));
+      continue;
+    }
+    const std::size_t need = a->workspace_bytes(p);
+    if (need > ws_bytes) {
+      say(msg("[metaopt]   ", name, " skipped: cannot allocate ", bytes_text_iec(static_cast<double>(need)), " of workspace"));
+      continue;
+    }
+    const ConvContext cc{&pool, ws ? ws->data : nullptr, ws_bytes, nullptr};
+    std::vector<double> times;
+    try {
+      fill_nan(data.out);  // catches algorithms that leave part of the output unwritten
+      const double t0 = clock.now();
+      a->run(p, t, cc);
+      const double warm = clock.now() - t0;
+      const ConvCheck check = compare_conv_results(data.out.raw(), data.want.raw(), data.want.numel(), p.dtype);
+      if (!check.ok) {
+        say(msg("[metaopt]   ", name, " rejected: wrong result, ", check.to_string()));
+        continue;
+      }
+      if (out.winner && warm > o.early_stop * best) {
+        say(msg("[metaopt]   ", name, " ", seconds_text(warm), " (warm-up) ", gflops_text(p, warm),
+                "  not timed further: over ", o.early_stop, "x the best"));
+        continue;
+      }
+      double total = 0;
+      while (static_cast<int>(times.size()) < o.min_runs || (static_cast<int>(times.size()) < o.max_runs && total < 0.02)) {
+        const double r0 = clock.now();
+        a->run(p, t, cc);
+        times.push_back(clock.now() - r0);
+        total += times.back();
+      }
+    } catch (const std::exception& e) {
+      say(msg("[metaopt]   ", name, " failed: ", e.what()));
+      continue;
+    }
+    const double med = median(times);
+    ++out.timed;
+    say(msg("[metaopt]   ", name, " ", padded(seconds_text(med), 10), " ", padded(gflops_text(p, med), 16),
+            " ws ", bytes_text_iec(static_cast<double>(need)), "  (median of ", times.size(), ")"));
+    if (!out.winner || med < best) {  // ties keep the higher-priority candidate
+      out.winner = a;
+      best = med;
+    }
+  }
+  if (!out.winner) {
+    say("[metaopt]   no candidate could be timed; falling back to priority lowering");
+    return out;
+  }
+  out.seconds = best;
+  out.why = msg("timing: ", seconds_text(best), ", fastest of ", out.timed, " timed");
+  say(msg("[metaopt]   = ", out.winner->name(), " (", seconds_text(best), ", fastest of ", out.timed, ")"));
+  if (o.cache) o.cache->put(key, TuningEntry{out.winner->name(), out.winner->version(), best});
+  return out;
+}
+
+// ---- the conv_meta rewrite -----------------------------------------------------------
+
+namespace {
+
+TuningCache& state_cache(RewriteContext& ctx) {
+  OptimizeState& st = *ctx.state;
+  if (!st.cache_opened) {
+    const Mode& mode = ctx.mode;
+    st.cache = std::make_unique<TuningCache>(TuningCache::path_for(mode.metaopt_cache),
+                                             [&mode](const std::string& w) { log_line(mode, "convgraph: warning: " + w); });
+    st.cache->load();
+    st.cache_opened = true;
+  }
+  return *st.cache;
+}
+
+std::optional<Var> meta_optimize_conv(const Var& v, RewriteContext& ctx) {
+  const auto* op = as_abstract_conv(v);
+  if (!op || ctx.state == nullptr) return std::nullopt;
+  const Mode& mode = ctx.mode;
+  const std::string label = node_label(v);
+  std::vector<TensorType> types;
+  bool known = v.type().fully_known();
+  for (const auto& i : v.inputs()) {
+    types.push_back(i.type());
+    known = known && i.type().fully_known();
+  }
+  if (!known) {
+    std::vector<std::string> ts;
+    for (const auto& t : types) ts.push_back(t.to_string());
+    const std::string line = msg("[metaopt] ", label, ": shapes not fully known (", join_text(ts),
+                                 "); falling back to priority lowering");
+    if (mode.metaopt_verbose >= 1) log_line(mode, line);
+    ctx.stats.notes.push_back(line);
+    return std::nullopt;
+  }
+  ConvProblem p = op->problem(types);
+  p.workspace_limit = mode.workspace_limit;
+  const auto& reg = mode_registry(mode);
+  const ConvCandidates c = meta_candidates(*op, p, v.type().device, mode, reg);
+
+  TuneOptions o;
+  o.budget_seconds = mode.metaopt_budget;
+  o.verbose = mode.metaopt_verbose;
+  o.log = [&mode](const std::string& line) { log_line(mode, line); };
+  o.clock = ctx.state->clock.get();
+  o.cache = &state_cache(ctx);
+  const int threads = mode.threads > 0 ? mode.threads : ThreadPool::default_pool().size();
+  o.device = device_fingerprint(v.type().device, threads);
+  std::unique_ptr<ThreadPool> own_pool;
+  if (mode.threads > 0 && mode.threads != ThreadPool::default_pool().size()) {
+    own_pool = std::make_unique<ThreadPool>(mode.threads);
+    o.pool = own_pool.get();
+  }
+  const TuneOutcome r = tune_conv(p, c, label, o);
+  if (!r.winner) {
+    ctx.stats.notes.push_back(msg("metaopt: ", label, ": nothing timed; priority lowering decides"));
+    return std::nullopt;
+  }
+  auto abstract = std::dynamic_pointer_cast<const AbstractConvOp>(v.node()->op);
+  ConvImplOp::Options options{mode.debug, mode.workspace_limit, label};
+  ctx.stats.notes.push_back(msg("metaopt: ", label, " -> ", r.winner->name(), " (", r.why, ")"));
+  return apply(std::make_shared<ConvImplOp>(abstract, r.winner, r.why, options), v.inputs(), v.name());
+}
+
+}  // namespace
+
+void register_meta_optimizer(RewriteDB& db) {
+  // Opt-in (tag conv_meta only), tried before priority lowering like Theano's conv_metaopt;
+  // nodes it cannot time are left for priority lowering.
+  db.add_local("conv_lowering", "meta_optimize_conv", {"conv_meta"}, 0, meta_optimize_conv);
+}
+
+}  // namespace convgraph
