@@ -60,6 +60,63 @@ void check_shape(const Shape& shape, const char* who) {
       throw ShapeError(msg(who, ": shape ", shape_to_string(shape), " has more elements than fit in int64"));
 }
 
+// IEEE half and bfloat16 storage, converted through float on the host.
+float half_to_float(std::uint16_t h) {
+  const std::uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ffu;
+  std::uint32_t bits;
+  if (exp == 0) {
+    if (man == 0) bits = sign;
+    else {  // subnormal: renormalise
+      int e = -1;
+      std::uint32_t m = man;
+      do { ++e; m <<= 1; } while (!(m & 0x400u));
+      bits = sign | static_cast<std::uint32_t>(127 - 15 - e) << 23 | (m & 0x3ffu) << 13;
+    }
+  } else if (exp == 31) bits = sign | 0x7f800000u | man << 13;
+  else bits = sign | (exp + 112) << 23 | man << 13;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+std::uint16_t float_to_half(float f) {
+  std::uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const std::uint32_t sign = (x >> 16) & 0x8000u;
+  const int exp = static_cast<int>((x >> 23) & 0xff) - 127 + 15;
+  std::uint32_t man = x & 0x7fffffu;
+  if (((x >> 23) & 0xff) == 0xff) return static_cast<std::uint16_t>(sign | 0x7c00u | (man ? 0x200u : 0));
+  if (exp >= 31) return static_cast<std::uint16_t>(sign | 0x7c00u);
+  if (exp <= 0) {
+    if (exp < -10) return static_cast<std::uint16_t>(sign);
+    man |= 0x800000u;
+    const int shift = 14 - exp;
+    std::uint32_t h = man >> shift;
+    const std::uint32_t rem = man & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (h & 1))) ++h;
+    return static_cast<std::uint16_t>(sign | h);
+  }
+  std::uint32_t h = static_cast<std::uint32_t>(exp) << 10 | man >> 13;
+  const std::uint32_t rem = man & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) ++h;  // round to nearest even
+  return static_cast<std::uint16_t>(sign | h);
+}
+
+float bf16_to_float(std::uint16_t b) {
+  const std::uint32_t bits = static_cast<std::uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+std::uint16_t float_to_bf16(float f) {
+  std::uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((x >> 16) | 0x40);  // quiet NaN
+  x += 0x7fffu + ((x >> 16) & 1);  // round to nearest even
+  return static_cast<std::uint16_t>(x >> 16);
+}
+
 template <class F>
 decltype(auto) dispatch(DType t, F&& f) {
   switch (t) {
@@ -162,12 +219,18 @@ std::int64_t strided_offset(std::int64_t i, const Shape& shape, const Shape& str
 double Tensor::get(std::int64_t i) const {
   if (device() != DeviceKind::cpu) throw TypeError("Tensor::get: the tensor lives on a GPU; copy it to the host");
   const std::int64_t off = is_contiguous() ? i : strided_offset(i, shape_, strides_);
+  const auto* p16 = static_cast<const std::uint16_t*>(raw());
+  if (dtype_ == DType::float16) return half_to_float(p16[off]);
+  if (dtype_ == DType::bfloat16) return bf16_to_float(p16[off]);
   return dispatch(dtype_, [&](auto z) { return static_cast<double>(static_cast<decltype(z)*>(raw())[off]); });
 }
 
 void Tensor::set(std::int64_t i, double v) {
   if (device() != DeviceKind::cpu) throw TypeError("Tensor::set: the tensor lives on a GPU; copy it to the host");
   const std::int64_t off = is_contiguous() ? i : strided_offset(i, shape_, strides_);
+  auto* p16 = static_cast<std::uint16_t*>(raw());
+  if (dtype_ == DType::float16) { p16[off] = float_to_half(static_cast<float>(v)); return; }
+  if (dtype_ == DType::bfloat16) { p16[off] = float_to_bf16(static_cast<float>(v)); return; }
   dispatch(dtype_, [&](auto z) {
     static_cast<decltype(z)*>(raw())[off] = static_cast<decltype(z)>(v);
     return 0;

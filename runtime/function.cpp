@@ -25,6 +25,15 @@ std::string node_label(const Var& v) {
   return s;
 }
 
+std::string json_escape(const std::string& s) {
+  std::string r;
+  for (char c : s) {
+    if (c == '"' || c == '\\') r += '\\';
+    r += c;
+  }
+  return r;
+}
+
 std::string arg_label(std::size_t i, const Var& in) {
   return "argument " + std::to_string(i) + (in.name().empty() ? "" : " ('" + in.name() + "')");
 }
@@ -170,6 +179,7 @@ struct Function::Impl {
     ExecContext ctx{pool, workspace ? workspace->data : nullptr, p.workspace_bytes, nullptr};
     std::size_t step = 0;
     std::vector<Tensor> ins;
+    std::ostringstream trace;  // Chrome trace events of this call, when profiling
     for (std::size_t i = 0; i < order.size(); ++i) {
       const Var& v = order[i];
       if (v.is_input()) continue;
@@ -193,8 +203,13 @@ struct Function::Impl {
       }
       if (mode.profile) {
         NodeProfile& np = profile.nodes[step];
+        const double dt = seconds_since(t0);
         np.calls++;
-        np.seconds += seconds_since(t0);
+        np.seconds += dt;
+        const double start_us = std::chrono::duration<double, std::micro>(t0 - t_call).count();
+        trace << (step ? ",\n" : "") << "{\"name\":\"" << np.op << "\",\"cat\":\"" << (np.implementation.empty() ? "op" : np.implementation)
+              << "\",\"ph\":\"X\",\"ts\":" << start_us << ",\"dur\":" << dt * 1e6
+              << ",\"pid\":1,\"tid\":1,\"args\":{\"node\":\"" << json_escape(np.node) << "\"}}";
         np.output_bytes = values[i].nbytes();
         std::vector<TensorType> tys;
         for (const auto& in : v.inputs()) tys.push_back(p.types[static_cast<std::size_t>(slot.at(in.node()))]);
@@ -212,6 +227,7 @@ struct Function::Impl {
     }
     profile.calls++;
     profile.call_seconds += seconds_since(t_call);
+    if (mode.profile) profile.chrome_trace = "{\"traceEvents\":[\n" + trace.str() + "\n]}\n";
     return outs;
   }
 };

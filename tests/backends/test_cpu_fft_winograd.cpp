@@ -8,6 +8,9 @@
 // 5e-5 for F(4x4, 3x3) (measured 1e-6 .. 1e-5 on unit-range data, see conv_winograd.cpp).
 #include <catch2/catch.hpp>
 
+// Test cases are written with designated initialisers that leave the defaults in place.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
 #include <cmath>
 #include <cstdlib>
 #include <memory>
@@ -189,4 +192,40 @@ TEST_CASE("cpu.fft runs single-threaded without a pool", "[cpu][fft]") {
   ThreadPool one(1);
   const ConvProblem p = make({.x = {2, 3, 9, 10}, .w = {4, 3, 3, 3}, .border = BorderMode(1), .flip = true});
   CHECK(rel_error(algo("cpu.fft"), p, &one) <= 1e-9);
+}
+
+// ---------------------------------------------------------------------------------------
+// cpu.conv3d2d
+
+TEST_CASE("cpu.conv3d2d matches the reference in all directions", "[cpu][conv3d2d]") {
+  for (bool flip : {false, true}) {
+    check_all_dirs("cpu.conv3d2d", {.x = {2, 3, 5, 6, 7}, .w = {4, 3, 3, 3, 2}, .border = BorderMode("half"), .flip = flip}, 1e-9, 1e-5);
+    // Depth stride, dilation and asymmetric padding are pure index arithmetic here.
+    check_all_dirs("cpu.conv3d2d", {.x = {2, 4, 9, 5, 6}, .w = {6, 2, 2, 3, 3}, .stride = {2, 1, 2}, .dilation = {3, 1, 1},
+                                    .border = BorderMode({{2, 1}, {1, 1}, {0, 2}}), .groups = 2, .flip = flip}, 1e-9, 1e-5);
+    check_all_dirs("cpu.conv3d2d", {.x = {1, 2, 3, 4, 4}, .w = {3, 2, 3, 1, 1}, .border = BorderMode({{4, 5}, {0, 0}, {0, 0}}), .flip = flip}, 1e-9, 1e-5);
+  }
+}
+
+TEST_CASE("cpu.conv3d2d stacks depths within a tight workspace limit", "[cpu][conv3d2d]") {
+  const ConvAlgorithm& a = algo("cpu.conv3d2d");
+  ConvProblem p = make({.x = {2, 3, 8, 6, 6}, .w = {4, 3, 3, 3, 3}, .border = BorderMode(1)});
+  const std::size_t full = a.workspace_bytes(p);
+  p.workspace_limit = full / 3;
+  REQUIRE(a.applicable(p).is_ok());
+  CHECK(a.workspace_bytes(p) <= p.workspace_limit);
+  CHECK(rel_error(a, p) <= 1e-9);
+  p.workspace_limit = 16;
+  const Status s = a.applicable(p);
+  CHECK_FALSE(s.is_ok());
+  CHECK(s.reason().find("workspace") != std::string::npos);
+}
+
+TEST_CASE("cpu.conv3d2d declines 2D problems", "[cpu][conv3d2d]") {
+  const ConvAlgorithm& a = algo("cpu.conv3d2d");
+  const Status s = a.applicable(make({.x = {1, 2, 8, 8}, .w = {2, 2, 3, 3}}));
+  CHECK_FALSE(s.is_ok());
+  CHECK(s.reason().find("3D only") != std::string::npos);
+  const auto tags = a.tags();
+  CHECK(tags == std::vector<std::string>{"conv3d2d"});
 }

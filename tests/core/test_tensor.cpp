@@ -46,3 +46,18 @@ TEST_CASE("tensor: bad inputs raise typed errors", "[core][tensor][errors]") {
   CHECK_THROWS_AS(Tensor(DType::float32, {-2, 3}), ShapeError);
   CHECK_THROWS_WITH(t.reshape({3, 2}), Catch::Contains("(2, 2)") && Catch::Contains("(3, 2)"));
 }
+
+TEST_CASE("tensor: float16 and bfloat16 storage round-trip through casts", "[core][tensor]") {
+  const Tensor f = Tensor::from({1.0, -2.5, 65504, 1e-7, 0.333333}, {5}, DType::float32);
+  const Tensor h = f.astype(DType::float16);
+  CHECK(h.nbytes() == 10);
+  CHECK(h.get(0) == 1.0);
+  CHECK(h.get(1) == -2.5);
+  CHECK(h.get(2) == 65504);                         // largest finite half
+  CHECK(h.get(3) == Approx(1.19209e-07).epsilon(0.01));  // subnormal
+  CHECK(h.get(4) == Approx(0.333333).epsilon(1e-3));
+  const Tensor b = f.astype(DType::bfloat16);
+  CHECK(b.get(1) == -2.5);
+  CHECK(b.get(4) == Approx(0.333333).epsilon(4e-3));
+  CHECK(b.astype(DType::float32).get(0) == 1.0);
+}

@@ -79,6 +79,7 @@ TEST_CASE("function: profile reports per-node time, memory and a summary", "[run
   CHECK(found);
   CHECK_THAT(p.summary(), Catch::Contains("Apply nodes") && Catch::Contains("'ex'"));
   CHECK_FALSE(f.describe().empty());
+  CHECK_THAT(p.chrome_trace, Catch::StartsWith("{\"traceEvents\"") && Catch::Contains("\"ph\":\"X\""));
 }
 
 TEST_CASE("thread pool: covers the range exactly once and propagates exceptions", "[runtime]") {

@@ -1,0 +1,175 @@
+#pragma once
+/// Pieces shared by convgraph-bench (the main job) and convgraph-anchors: the layer-file
+/// format and the built-in layer sets, timing statistics, the FMA peak probe, JSON text,
+/// and (bench_common_conv.cpp) one convolution problem with its buffers, its candidates,
+/// the timing of one candidate and the error check against the reference.
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "convgraph/backends/conv_algorithm.hpp"
+#include "convgraph/ops/conv_params.hpp"
+#include "convgraph/optimizer/mode.hpp"
+
+namespace convgraph::bench {
+
+/// A bad command line, layer line or flag: reported as one message, exit code 2.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// ---- layers ------------------------------------------------------------------------
+
+/// One line of a layer file: name N C K spatial kernel stride pad dilation groups.
+struct Layer {
+  std::string name;
+  std::int64_t N = 1, C = 1, K = 1, groups = 1;
+  std::vector<std::int64_t> spatial, kernel, stride, pad, dilation;  ///< one per axis
+  std::string where;  ///< "layers.txt:12", for messages
+
+  int ndim() const { return static_cast<int>(spatial.size()); }
+  std::vector<std::int64_t> x_shape() const;  ///< (N, C, spatial...)
+  std::vector<std::int64_t> w_shape() const;  ///< (K, C/groups, kernel...)
+  ConvParams params() const;  ///< cross-correlation (oneDNN's convention), symmetric pads
+  std::string describe() const;  ///< "N=8 C=64 K=64 56x56 k3x3 s1x1 p1x1 d1x1 g1"
+};
+
+/// The standard set (../shared/bench/layers.txt) and the quick suite, in the file format.
+extern const char* const kStandardLayers;
+extern const char* const kQuickLayers;
+
+/// Parses layer-file text; `source` names it in errors. Throws UsageError on any bad line
+/// ("layers.txt:7: kernel '3x3x3' has 3 axes, spatial '56x56' has 2").
+std::vector<Layer> parse_layers(std::string_view text, const std::string& source);
+std::vector<Layer> read_layer_file(const std::string& path);
+/// "fwd,bwd_data,bwd_filter" (also forward/grad_inputs/grad_weights, "all").
+std::vector<ConvDirection> parse_directions(std::string_view text);
+/// Strict integer parse for option values; throws UsageError naming `what`.
+std::int64_t parse_int(std::string_view text, const std::string& what, std::int64_t lo, std::int64_t hi);
+double parse_double(std::string_view text, const std::string& what, double lo, double hi);
+
+// ---- statistics and timing ------------------------------------------------------------
+
+struct Stats {
+  double median = 0, min = 0, max = 0;  ///< seconds
+  int runs = 0;
+};
+Stats summarize(std::vector<double> seconds);
+double now_seconds();  ///< steady clock
+double geometric_mean(const std::vector<double>& values);  ///< 0 for an empty list
+
+// ---- machine peak ---------------------------------------------------------------------
+
+struct PeakResult {
+  double gflops_1t = 0;  ///< one thread
+  double gflops = 0;     ///< `threads` threads, all FMAs
+  int threads = 1;
+  std::string isa;       ///< "avx512" or "avx2"
+};
+/// Measures FP32 FMA throughput with register-resident FMA chains on `threads` threads
+/// (AVX-512 and AVX2 both tried where the CPU has them; the faster counts) for about
+/// `seconds` per measurement.
+PeakResult measure_peak(int threads, double seconds = 0.25);
+
+// ---- JSON ---------------------------------------------------------------------------------
+
+std::string json_string(std::string_view s);  ///< quoted and escaped
+std::string json_number(double v);            ///< finite numbers, null otherwise
+
+/// Accumulates one JSON object's members in order: obj.add("layer", json_string(x)).
+class JsonObject {
+ public:
+  JsonObject& add(std::string_view key, std::string raw_value);
+  JsonObject& add_str(std::string_view key, std::string_view s) { return add(key, json_string(s)); }
+  JsonObject& add_num(std::string_view key, double v) { return add(key, json_number(v)); }
+  JsonObject& add_int(std::string_view key, std::int64_t v) { return add(key, std::to_string(v)); }
+  JsonObject& add_bool(std::string_view key, bool v) { return add(key, v ? "true" : "false"); }
+  std::string str(int indent = 0) const;
+
+ private:
+  std::vector<std::pair<std::string, std::string>> members_;
+};
+/// Writes `text` to `path`; throws UsageError when the file cannot be written.
+void write_text_file(const std::string& path, const std::string& text);
+
+// ---- convolution workloads (bench_common_conv.cpp) -------------------------------------
+
+/// 64-byte aligned float buffer.
+struct Buffer {
+  std::shared_ptr<float[]> own;
+  float* data = nullptr;
+  std::size_t size = 0;
+};
+Buffer alloc_buffer(std::size_t floats);
+void fill_random(Buffer& b, std::uint64_t seed);  ///< uniform in [-1, 1)
+
+/// One layer in one direction: the problem, its operands (inputs random, the written one
+/// left for the algorithm) and the input-side tensors in ConvTensors form.
+struct Workload {
+  Layer layer;
+  ConvProblem problem;
+  Buffer x, w, y;
+  ConvTensors tensors() const { return {x.data, w.data, y.data}; }
+  float* output() const;       ///< the operand the direction writes
+  std::size_t output_size() const;
+};
+/// Builds the fp32 problem (workspace limit from `mode`); throws UsageError naming the
+/// layer when the geometry is invalid.
+ConvProblem make_problem(const Layer& layer, ConvDirection d, const Mode& mode);
+Workload make_workload(const Layer& layer, ConvDirection d, const Mode& mode, std::uint64_t seed);
+
+/// One algorithm of the device as the bench sees it.
+struct Candidate {
+  std::shared_ptr<const ConvAlgorithm> algorithm;
+  bool eligible = false;   ///< a meta-optimizer candidate: may be chosen
+  bool timed = false;      ///< will be run (eligible, or an alternative under --all-algorithms)
+  std::string reason;      ///< why it is not run / not eligible
+  std::size_t workspace = 0;
+};
+/// The meta-optimizer's candidates for `p` under `mode` (optimizer/conv_lowering.hpp's
+/// meta_candidates: same selection semantics as conv_meta); with `all_algorithms` the
+/// alternatives (every non-reference algorithm that is applicable) are timed too, but only
+/// eligible ones may be chosen. The reference is never listed.
+std::vector<Candidate> list_candidates(const Layer& layer, const ConvProblem& p, const Mode& mode,
+                                       bool all_algorithms);
+
+/// The oracle on a channel/batch subset of the problem small enough to run quickly.
+struct ErrorCheck {
+  ConvProblem sub;          ///< the subset problem the reference solved
+  Buffer want;              ///< reference output of the subset
+  std::string description;  ///< "n<1, k<16 of 64 (1.6% of outputs)"
+  double fraction = 1;      ///< checked outputs / all outputs
+};
+/// Runs reference_conv (float64 accumulation) on a subset of `wl` whose cost is at most
+/// about `max_flops` (0 = the whole problem), on the same data.
+ErrorCheck make_error_check(const Workload& wl, double max_flops);
+
+struct CheckResult {
+  double max_abs_err = 0, rel_err = 0;  ///< rel: relative to the largest |reference|
+  bool ok = false;                      ///< within the meta-optimizer's tolerance
+  std::string detail;
+};
+/// Compares the written operand of `wl` (as left by the last run) with the check, on the
+/// check's subset: the subset keeps every summed term, so the comparison is exact.
+CheckResult check_output(const Workload& wl, const ErrorCheck& check);
+
+struct Timing {
+  Stats stats;
+  bool early_stopped = false;  ///< only the warm-up was timed (much slower than the best)
+};
+/// Warm-up + `repeats` timed runs of `algo` on `wl` (its output is first filled with NaN so
+/// a stale result cannot pass the check). With early_stop > 0 and a best time known, a
+/// warm-up slower than early_stop * best ends the timing. Rethrows what run() throws.
+Timing time_algorithm(const Workload& wl, const ConvAlgorithm& algo, std::size_t workspace,
+                      ThreadPool* pool, int repeats, double early_stop = 0, double best = 0);
+
+/// "12.3 MiB", "0 B".
+std::string bytes_text(double bytes);
+
+}  // namespace convgraph::bench

@@ -1,0 +1,248 @@
+// One convolution workload as both benchmarks see it: problem and operands, the candidate
+// list (the meta-optimizer's selection), timing one candidate, and the reference check.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "benchmarks/bench_common.hpp"
+#include "convgraph/backends/cpu/reference.hpp"
+#include "convgraph/core/error.hpp"
+#include "convgraph/ops/abstract_conv.hpp"
+#include "convgraph/optimizer/conv_impl_op.hpp"
+#include "convgraph/optimizer/conv_lowering.hpp"
+
+namespace convgraph::bench {
+
+Buffer alloc_buffer(std::size_t floats) {
+  Buffer b;
+  const std::size_t n = std::max<std::size_t>(floats, 1);
+  // Round up to whole 64-byte lines: aligned_alloc wants a multiple of the alignment.
+  const std::size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
+  auto* p = static_cast<float*>(std::aligned_alloc(64, bytes));
+  if (p == nullptr) throw MemoryError(msg("convgraph-bench: cannot allocate ", bytes_text(double(bytes))));
+  b.own = std::shared_ptr<float[]>(p, [](float* q) { std::free(q); });
+  b.data = p;
+  b.size = floats;
+  return b;
+}
+
+void fill_random(Buffer& b, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (std::size_t i = 0; i < b.size; ++i) b.data[i] = dist(rng);
+}
+
+float* Workload::output() const {
+  switch (problem.direction) {
+    case ConvDirection::forward: return y.data;
+    case ConvDirection::grad_inputs: return x.data;
+    case ConvDirection::grad_weights: return w.data;
+  }
+  return nullptr;
+}
+
+std::size_t Workload::output_size() const {
+  switch (problem.direction) {
+    case ConvDirection::forward: return y.size;
+    case ConvDirection::grad_inputs: return x.size;
+    case ConvDirection::grad_weights: return w.size;
+  }
+  return 0;
+}
+
+ConvProblem make_problem(const Layer& layer, ConvDirection d, const Mode& mode) {
+  try {
+    ConvProblem p = ConvProblem::make(d, layer.params(), layer.x_shape(), layer.w_shape(), DType::float32,
+                                      "convgraph-bench");
+    p.workspace_limit = mode.workspace_limit;
+    return p;
+  } catch (const Error& e) {
+    throw UsageError(msg(layer.where, ": layer '", layer.name, "': ", e.what()));
+  }
+}
+
+Workload make_workload(const Layer& layer, ConvDirection d, const Mode& mode, std::uint64_t seed) {
+  Workload wl;
+  wl.layer = layer;
+  wl.problem = make_problem(layer, d, mode);
+  const ConvProblem& p = wl.problem;
+  wl.x = alloc_buffer(static_cast<std::size_t>(p.x_numel()));
+  wl.w = alloc_buffer(static_cast<std::size_t>(p.w_numel()));
+  wl.y = alloc_buffer(static_cast<std::size_t>(p.y_numel()));
+  // Inputs random; the written operand too (the algorithm must overwrite it entirely).
+  fill_random(wl.x, seed);
+  fill_random(wl.w, seed + 1);
+  fill_random(wl.y, seed + 2);
+  return wl;
+}
+
+std::vector<Candidate> list_candidates(const Layer& layer, const ConvProblem& p, const Mode& mode,
+                                       bool all_algorithms) {
+  Shape target;
+  if (p.direction == ConvDirection::grad_inputs) target = p.x_shape();
+  if (p.direction == ConvDirection::grad_weights) target = p.w_shape();
+  const AbstractConvOp op(p.direction, layer.params(), target);
+  const AlgorithmRegistry& reg = mode_registry(mode);
+  const ConvCandidates meta = meta_candidates(op, p, DeviceKind::cpu, mode, reg);
+  ConvCandidates wide = meta;
+  if (all_algorithms) {
+    // Every non-reference algorithm counts once more: Theano's "alternative" pseudo-tag.
+    Mode m = mode;
+    m.metaopt_include.push_back("alternative");
+    m.metaopt_exclude.push_back("conv_reference");
+    wide = meta_candidates(op, p, DeviceKind::cpu, m, reg);
+  }
+  std::vector<Candidate> out;
+  for (std::size_t i = 0; i < wide.verdicts.size(); ++i) {
+    const ConvVerdict& v = wide.verdicts[i];
+    if (v.algorithm->name() == "cpu.reference") continue;  // the oracle, not a candidate
+    Candidate c;
+    c.algorithm = v.algorithm;
+    c.workspace = v.workspace;
+    c.eligible = meta.verdicts[i].reason.empty();
+    c.timed = v.reason.empty();
+    c.reason = c.timed ? (c.eligible ? "" : "alternative: " + meta.verdicts[i].reason) : v.reason;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+// ---- the reference check ---------------------------------------------------------------
+
+namespace {
+
+struct Subset {
+  std::int64_t N, C, K, G;  ///< batch, in channels, out channels, groups kept
+};
+
+/// Copies [A'][B'][inner] out of [A][B][inner] (the leading A' x B' blocks).
+void gather(const float* src, std::int64_t B, std::int64_t inner, std::int64_t A2, std::int64_t B2, float* dst) {
+  for (std::int64_t a = 0; a < A2; ++a)
+    std::memcpy(dst + a * B2 * inner, src + a * B * inner, static_cast<std::size_t>(B2 * inner) * sizeof(float));
+}
+
+/// The written operand's subset, gathered from a full-size tensor of the problem.
+void gather_output(const ConvProblem& p, const Subset& s, const float* full, float* dst) {
+  switch (p.direction) {
+    case ConvDirection::forward: gather(full, p.K, p.out_numel(), s.N, s.K, dst); break;
+    case ConvDirection::grad_inputs: gather(full, p.C, p.in_numel(), s.N, s.C, dst); break;
+    case ConvDirection::grad_weights: gather(full, p.Cg(), p.kernel_numel(), s.K, s.C / s.G, dst); break;
+  }
+}
+
+double subset_flops(const ConvProblem& p, const Subset& s) {
+  return 2.0 * double(s.N) * double(s.K) * double(s.C / s.G) * double(p.kernel_numel()) * double(p.out_numel());
+}
+
+/// Shrinks the free dimensions of the direction (never a summed one, so each kept output
+/// element is computed from exactly the same terms as in the full problem) until the
+/// reference's cost fits `max_flops`. Grouped problems keep whole groups.
+Subset choose_subset(const ConvProblem& p, double max_flops) {
+  Subset s{p.N, p.C, p.K, p.G};
+  if (max_flops <= 0) return s;
+  const bool grouped = p.G > 1;
+  const auto dir = p.direction;
+  std::vector<std::int64_t*> order;  // shrunk first to last
+  if (dir != ConvDirection::grad_weights) order.push_back(&s.N);
+  if (grouped) {
+    order.push_back(&s.G);
+  } else {
+    if (dir != ConvDirection::grad_inputs) order.push_back(&s.K);
+    if (dir != ConvDirection::forward) order.push_back(&s.C);
+  }
+  for (std::int64_t* d : order) {
+    while (*d > 1 && subset_flops(p, grouped ? Subset{s.N, s.G * p.Cg(), s.G * p.Kg(), s.G} : s) > max_flops)
+      *d = (*d + 1) / 2;
+    if (grouped) {
+      s.C = s.G * p.Cg();
+      s.K = s.G * p.Kg();
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+ErrorCheck make_error_check(const Workload& wl, double max_flops) {
+  const ConvProblem& p = wl.problem;
+  const Subset s = choose_subset(p, max_flops);
+  ErrorCheck check;
+  ConvProblem& q = check.sub;
+  q = p;
+  q.N = s.N;
+  q.C = s.C;
+  q.K = s.K;
+  q.G = s.G;
+  Buffer x = alloc_buffer(static_cast<std::size_t>(q.x_numel()));
+  Buffer w = alloc_buffer(static_cast<std::size_t>(q.w_numel()));
+  Buffer y = alloc_buffer(static_cast<std::size_t>(q.y_numel()));
+  gather(wl.x.data, p.C, p.in_numel(), q.N, q.C, x.data);
+  gather(wl.w.data, p.Cg(), p.kernel_numel(), q.K, q.Cg(), w.data);
+  gather(wl.y.data, p.K, p.out_numel(), q.N, q.K, y.data);
+  reference_conv(q, ConvTensors{x.data, w.data, y.data});
+  switch (p.direction) {
+    case ConvDirection::forward: check.want = y; break;
+    case ConvDirection::grad_inputs: check.want = x; break;
+    case ConvDirection::grad_weights: check.want = w; break;
+  }
+  check.fraction = double(check.want.size) / double(wl.output_size());
+  std::string d;
+  auto note = [&](const char* name, std::int64_t kept, std::int64_t all) {
+    if (kept < all) d += msg(d.empty() ? "" : ", ", name, "<", kept, " of ", all);
+  };
+  note("n", q.N, p.N);
+  if (p.G > 1) note("groups", q.G, p.G);
+  else {
+    note("k", q.K, p.K);
+    note("c", q.C, p.C);
+  }
+  char pct[32];
+  std::snprintf(pct, sizeof pct, "%.3g%%", 100.0 * check.fraction);
+  check.description = d.empty() ? std::string("all outputs") : msg(d, " (", pct, " of outputs)");
+  return check;
+}
+
+CheckResult check_output(const Workload& wl, const ErrorCheck& check) {
+  const ConvProblem& p = wl.problem;
+  const Subset s{check.sub.N, check.sub.C, check.sub.K, check.sub.G};
+  Buffer got = alloc_buffer(check.want.size);
+  gather_output(p, s, wl.output(), got.data);
+  // The meta-optimizer's and DebugMode's judgement: relative to the largest |reference|.
+  const ConvCheck c = compare_conv_results(got.data, check.want.data, static_cast<std::int64_t>(got.size),
+                                           DType::float32);
+  CheckResult r;
+  r.max_abs_err = c.max_error;
+  r.rel_err = c.scale > 0 ? c.max_error / c.scale : c.max_error;
+  r.ok = c.ok;
+  if (!c.ok) r.detail = c.to_string();
+  return r;
+}
+
+Timing time_algorithm(const Workload& wl, const ConvAlgorithm& algo, std::size_t workspace, ThreadPool* pool,
+                      int repeats, double early_stop, double best) {
+  Buffer ws = alloc_buffer((workspace + sizeof(float) - 1) / sizeof(float));
+  std::fill_n(wl.output(), wl.output_size(), std::numeric_limits<float>::quiet_NaN());
+  const ConvContext ctx{pool, ws.data, workspace, nullptr};
+  const ConvTensors t = wl.tensors();
+  double t0 = now_seconds();
+  algo.run(wl.problem, t, ctx);  // warm-up: caches, page faults, lazy plans
+  const double warm = now_seconds() - t0;
+  Timing out;
+  if (early_stop > 0 && best > 0 && warm > early_stop * best) {
+    out.stats = summarize({warm});
+    out.early_stopped = true;
+    return out;
+  }
+  std::vector<double> times;
+  for (int r = 0; r < repeats; ++r) {
+    t0 = now_seconds();
+    algo.run(wl.problem, t, ctx);
+    times.push_back(now_seconds() - t0);
+  }
+  out.stats = summarize(std::move(times));
+  return out;
+}
+
+}  // namespace convgraph::bench

@@ -1,0 +1,207 @@
+// convgraph::cpu::sgemm against a double-accumulating naive GEMM: every transpose
+// combination, odd sizes around the register blocks, alpha/beta, NaN in C with beta == 0,
+// padded leading dimensions, threading, and every kernel family this CPU can run.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/sgemm.hpp"
+#include "convgraph/core/error.hpp"
+#include "convgraph/runtime/thread_pool.hpp"
+
+namespace {
+
+using convgraph::ThreadPool;
+using convgraph::cpu::SgemmIsa;
+using i64 = std::int64_t;
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+/// Written into the padding columns of every matrix; must survive untouched in C.
+constexpr float kSentinel = 1234.5f;
+
+std::vector<SgemmIsa> runnable_isas() {
+  std::vector<SgemmIsa> out;
+  for (SgemmIsa isa : {SgemmIsa::scalar, SgemmIsa::avx2, SgemmIsa::avx512})
+    if (convgraph::cpu::sgemm_isa_supported(isa)) out.push_back(isa);
+  return out;
+}
+
+struct Case {
+  bool ta = false, tb = false;
+  i64 M = 1, N = 1, K = 1;
+  float alpha = 1.0f, beta = 0.0f;
+  i64 pad = 0;  ///< extra columns in every leading dimension
+};
+
+std::string describe(const Case& c, SgemmIsa isa) {
+  return std::string(convgraph::cpu::sgemm_isa_name(isa)) + " ta=" + std::to_string(c.ta) +
+         " tb=" + std::to_string(c.tb) + " M=" + std::to_string(c.M) + " N=" + std::to_string(c.N) +
+         " K=" + std::to_string(c.K) + " alpha=" + std::to_string(c.alpha) +
+         " beta=" + std::to_string(c.beta) + " pad=" + std::to_string(c.pad);
+}
+
+/// A row-major rows x cols matrix with row stride cols + pad; padding holds kSentinel.
+std::vector<float> random_matrix(i64 rows, i64 cols, i64 pad, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> m(static_cast<std::size_t>(rows * (cols + pad)), kSentinel);
+  for (i64 r = 0; r < rows; ++r)
+    for (i64 c = 0; c < cols; ++c) m[static_cast<std::size_t>(r * (cols + pad) + c)] = dist(rng);
+  return m;
+}
+
+/// Runs one case on one kernel family and checks every element of C, padding included.
+void check_case(const Case& c, SgemmIsa isa, ThreadPool* pool, bool nan_c = false) {
+  INFO(describe(c, isa) << (pool ? " pooled" : "") << (nan_c ? " NaN-C" : ""));
+  std::mt19937 rng(static_cast<unsigned>(c.M * 7919 + c.N * 104729 + c.K * 31 + c.ta * 2 + c.tb));
+  const i64 a_rows = c.ta ? c.K : c.M, a_cols = c.ta ? c.M : c.K;
+  const i64 b_rows = c.tb ? c.N : c.K, b_cols = c.tb ? c.K : c.N;
+  const i64 lda = a_cols + c.pad, ldb = b_cols + c.pad, ldc = c.N + c.pad;
+  const std::vector<float> A = random_matrix(a_rows, a_cols, c.pad, rng);
+  const std::vector<float> B = random_matrix(b_rows, b_cols, c.pad, rng);
+  std::vector<float> C = random_matrix(c.M, c.N, c.pad, rng);
+  const std::vector<float> C0 = C;
+  if (nan_c)
+    for (i64 i = 0; i < c.M; ++i)
+      for (i64 j = 0; j < c.N; ++j) C[static_cast<std::size_t>(i * ldc + j)] = kNaN;
+
+  convgraph::cpu::sgemm_with_isa(isa, c.ta, c.tb, c.M, c.N, c.K, c.alpha, A.data(), lda, B.data(), ldb,
+                                 c.beta, C.data(), ldc, pool);
+
+  const double unit = std::ldexp(1.0, -24);
+  i64 bad = 0;
+  for (i64 i = 0; i < c.M; ++i) {
+    for (i64 j = 0; j < c.N + c.pad; ++j) {
+      const float got = C[static_cast<std::size_t>(i * ldc + j)];
+      if (j >= c.N) {  // padding: never written
+        if (got != kSentinel) ++bad;
+        continue;
+      }
+      double sum = 0.0, mag = 0.0;
+      for (i64 k = 0; k < c.K; ++k) {
+        const double a = A[static_cast<std::size_t>(c.ta ? k * lda + i : i * lda + k)];
+        const double b = B[static_cast<std::size_t>(c.tb ? j * ldb + k : k * ldb + j)];
+        sum += a * b;
+        mag += std::abs(a * b);
+      }
+      const double old = c.beta == 0.0f ? 0.0 : static_cast<double>(C0[static_cast<std::size_t>(i * ldc + j)]);
+      const double want = c.alpha * sum + c.beta * old;
+      // Float accumulation of K products: error grows at most linearly with K.
+      const double tol = 4.0 * static_cast<double>(c.K + 2) * unit *
+                             (std::abs(c.alpha) * mag + std::abs(c.beta * old)) + 1e-30;
+      if (!(std::abs(got - want) <= tol)) {
+        if (bad < 5) WARN("C(" << i << "," << j << ") = " << got << ", want " << want << " +- " << tol);
+        ++bad;
+      }
+    }
+  }
+  CHECK(bad == 0);
+}
+
+}  // namespace
+
+TEST_CASE("sgemm: odd sizes around the register blocks, all transposes", "[sgemm]") {
+  for (SgemmIsa isa : runnable_isas()) {
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      for (i64 s = 1; s <= 70; ++s) {
+        check_case({ta, tb, s, 37, 29, 1.0f, 0.0f, 0}, isa, nullptr);   // M sweep
+        check_case({ta, tb, 15, s, 33, 1.0f, 0.0f, 0}, isa, nullptr);   // N sweep
+        check_case({ta, tb, 17, 40, s, 1.0f, 0.0f, 0}, isa, nullptr);   // K sweep
+      }
+    }
+  }
+}
+
+TEST_CASE("sgemm: larger shapes, several depth blocks and column tiles", "[sgemm]") {
+  ThreadPool pool(3);
+  for (SgemmIsa isa : runnable_isas()) {
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      check_case({ta, tb, 257, 129, 65, 1.0f, 0.0f, 0}, isa, nullptr);
+      check_case({ta, tb, 257, 129, 65, 1.0f, 0.0f, 0}, isa, &pool);
+      // K past two depth blocks, N past one column tile, M with a short last sliver.
+      check_case({ta, tb, 45, 1100, 800, 0.5f, 1.0f, 3}, isa, &pool);
+      // Few columns and many rows (a 7x7 conv layer): row tiles with a shared B.
+      check_case({ta, tb, 700, 49, 520, 1.0f, 0.0f, 0}, isa, &pool);
+    }
+  }
+}
+
+TEST_CASE("sgemm: alpha and beta", "[sgemm]") {
+  for (SgemmIsa isa : runnable_isas())
+    for (int t = 0; t < 4; ++t)
+      for (float alpha : {1.0f, -0.5f, 2.0f})
+        for (float beta : {0.0f, 1.0f, 0.25f, -1.0f})
+          check_case({bool(t & 1), bool(t & 2), 31, 45, 23, alpha, beta, 0}, isa, nullptr);
+}
+
+TEST_CASE("sgemm: beta == 0 ignores NaN in C", "[sgemm]") {
+  ThreadPool pool(2);
+  for (SgemmIsa isa : runnable_isas())
+    for (int t = 0; t < 4; ++t) {
+      check_case({bool(t & 1), bool(t & 2), 29, 50, 17, 1.5f, 0.0f, 2}, isa, nullptr, true);
+      check_case({bool(t & 1), bool(t & 2), 300, 200, 500, 1.0f, 0.0f, 0}, isa, &pool, true);
+    }
+}
+
+TEST_CASE("sgemm: leading dimensions wider than the matrices", "[sgemm]") {
+  for (SgemmIsa isa : runnable_isas())
+    for (int t = 0; t < 4; ++t)
+      for (i64 pad : {1, 5, 16, 33})
+        check_case({bool(t & 1), bool(t & 2), 19, 35, 41, 1.0f, 0.5f, pad}, isa, nullptr);
+}
+
+TEST_CASE("sgemm: the result does not depend on the thread count", "[sgemm]") {
+  std::mt19937 rng(7);
+  const i64 M = 333, N = 517, K = 901;
+  const std::vector<float> A = random_matrix(M, K, 0, rng), B = random_matrix(K, N, 0, rng);
+  std::vector<float> c1(static_cast<std::size_t>(M * N)), c2 = c1, c4 = c1;
+  ThreadPool p2(2), p4(4);
+  convgraph::cpu::sgemm(false, false, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, c1.data(), N, nullptr);
+  convgraph::cpu::sgemm(false, false, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, c2.data(), N, &p2);
+  convgraph::cpu::sgemm(false, false, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, c4.data(), N, &p4);
+  CHECK(c1 == c2);
+  CHECK(c1 == c4);
+}
+
+TEST_CASE("sgemm: empty sizes and alpha == 0 follow the BLAS rules", "[sgemm]") {
+  const std::vector<float> nan_a(64, kNaN), nan_b(64, kNaN);
+  for (SgemmIsa isa : runnable_isas()) {
+    INFO(convgraph::cpu::sgemm_isa_name(isa));
+    // K == 0: C = beta * C; with beta == 0 even NaN becomes 0.
+    std::vector<float> c(12, kNaN);
+    convgraph::cpu::sgemm_with_isa(isa, false, false, 3, 4, 0, 1.0f, nullptr, 1, nullptr, 4, 0.0f, c.data(), 4, nullptr);
+    for (float x : c) CHECK(x == 0.0f);
+    c.assign(12, 2.0f);
+    convgraph::cpu::sgemm_with_isa(isa, false, false, 3, 4, 0, 1.0f, nullptr, 1, nullptr, 4, 0.5f, c.data(), 4, nullptr);
+    for (float x : c) CHECK(x == 1.0f);
+    // alpha == 0: A and B are not read (NaN there does not leak into C).
+    c.assign(12, 2.0f);
+    convgraph::cpu::sgemm_with_isa(isa, true, true, 3, 4, 5, 0.0f, nan_a.data(), 3, nan_b.data(), 5, 3.0f, c.data(), 4, nullptr);
+    for (float x : c) CHECK(x == 6.0f);
+    // M == 0 or N == 0: nothing happens, null pointers are fine.
+    convgraph::cpu::sgemm_with_isa(isa, false, false, 0, 4, 5, 1.0f, nullptr, 5, nullptr, 4, 0.0f, nullptr, 4, nullptr);
+    convgraph::cpu::sgemm_with_isa(isa, false, false, 3, 0, 5, 1.0f, nullptr, 5, nullptr, 1, 0.0f, nullptr, 1, nullptr);
+  }
+}
+
+TEST_CASE("sgemm: bad arguments throw ValueError naming the argument", "[sgemm]") {
+  std::vector<float> a(100), b(100), c(100);
+  using convgraph::ValueError;
+  using convgraph::cpu::sgemm;
+  CHECK_THROWS_AS(sgemm(false, false, -1, 2, 2, 1.0f, a.data(), 2, b.data(), 2, 0.0f, c.data(), 2, nullptr), ValueError);
+  CHECK_THROWS_WITH(sgemm(false, false, 4, 4, 5, 1.0f, a.data(), 4, b.data(), 4, 0.0f, c.data(), 4, nullptr),
+                    Catch::Contains("lda=4"));
+  CHECK_THROWS_WITH(sgemm(true, false, 4, 4, 5, 1.0f, a.data(), 3, b.data(), 4, 0.0f, c.data(), 4, nullptr),
+                    Catch::Contains("lda=3"));
+  CHECK_THROWS_WITH(sgemm(false, true, 4, 4, 5, 1.0f, a.data(), 5, b.data(), 4, 0.0f, c.data(), 4, nullptr),
+                    Catch::Contains("ldb=4"));
+  CHECK_THROWS_WITH(sgemm(false, false, 4, 4, 5, 1.0f, a.data(), 5, b.data(), 4, 0.0f, c.data(), 3, nullptr),
+                    Catch::Contains("ldc=3"));
+  CHECK_THROWS_AS(sgemm(false, false, 4, 4, 5, 1.0f, nullptr, 5, b.data(), 4, 0.0f, c.data(), 4, nullptr), ValueError);
+}
