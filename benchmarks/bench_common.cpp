@@ -201,7 +201,10 @@ ConvParams Layer::params() const {
 std::string Layer::describe() const {
   auto axes = [](const std::vector<std::int64_t>& v) {
     std::string s;
-    for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "x" : "") + std::to_string(v[i]);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (i) s += 'x';
+      s += std::to_string(v[i]);
+    }
     return s;
   };
   return msg("N=", N, " C=", C, " K=", K, " ", axes(spatial), " k", axes(kernel), " s", axes(stride), " p",

@@ -15,6 +15,8 @@
 
 namespace convgraph::bench {
 
+constexpr double kMaxOperandBytes = 16.0 * (1ull << 30);
+
 Buffer alloc_buffer(std::size_t floats) {
   Buffer b;
   const std::size_t n = std::max<std::size_t>(floats, 1);
@@ -53,6 +55,18 @@ std::size_t Workload::output_size() const {
 }
 
 ConvProblem make_problem(const Layer& layer, ConvDirection d, const Mode& mode) {
+  // Sizes in double first: a silly layer line must be an error message, not an overflow.
+  double x = double(layer.N) * double(layer.C), w = double(layer.K) * double(layer.C / layer.groups);
+  double y = double(layer.N) * double(layer.K);
+  for (int a = 0; a < layer.ndim(); ++a) {
+    const auto ua = static_cast<std::size_t>(a);
+    x *= double(layer.spatial[ua]);
+    w *= double(layer.kernel[ua]);
+    y *= double(layer.spatial[ua] + 2 * layer.pad[ua]) / double(layer.stride[ua]);
+  }
+  if ((x + w + y) * sizeof(float) > kMaxOperandBytes)
+    throw UsageError(msg(layer.where, ": layer '", layer.name, "' needs about ", bytes_text((x + w + y) * 4),
+                         " of operands (limit ", bytes_text(kMaxOperandBytes), ")"));
   try {
     ConvProblem p = ConvProblem::make(d, layer.params(), layer.x_shape(), layer.w_shape(), DType::float32,
                                       "convgraph-bench");
@@ -103,7 +117,12 @@ std::vector<Candidate> list_candidates(const Layer& layer, const ConvProblem& p,
     c.workspace = v.workspace;
     c.eligible = meta.verdicts[i].reason.empty();
     c.timed = v.reason.empty();
-    c.reason = c.timed ? (c.eligible ? "" : "alternative: " + meta.verdicts[i].reason) : v.reason;
+    // Reasons often start with the algorithm's own name; the table already shows it.
+    std::string why = c.timed ? meta.verdicts[i].reason : v.reason;
+    if (const std::string prefix = v.algorithm->name() + ": "; why.rfind(prefix, 0) == 0) why.erase(0, prefix.size());
+    if (c.timed && !c.eligible)
+      why = why.rfind("not a meta candidate", 0) == 0 ? "alternative, not a meta candidate" : "alternative: " + why;
+    c.reason = c.eligible ? std::string() : why;
     out.push_back(std::move(c));
   }
   return out;

@@ -24,7 +24,11 @@ __attribute__((target("avx512f"))) double fma_loop_avx512(std::int64_t iters) {
     for (int i = 0; i < kChains; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
   __m512 s = acc[0];
   for (int i = 1; i < kChains; ++i) s = _mm512_add_ps(s, acc[i]);
-  return static_cast<double>(_mm512_reduce_add_ps(s));
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, s);
+  double r = 0;
+  for (float v : lanes) r += v;
+  return r;
 }
 
 __attribute__((target("avx2,fma"))) double fma_loop_avx2(std::int64_t iters) {

@@ -157,13 +157,13 @@ void print_table(const Workload& wl, const ErrorCheck& check, const std::vector<
      << fmt("%.3f", p.flops() * 1e-9) << " GFLOP\n"
      << "   error check: reference (float64 accumulation) on " << check.description << "\n";
   char line[256];
-  std::snprintf(line, sizeof line, "   %-18s %10s %9s %11s %11s %9s  %s\n", "algorithm", "median ms", "GFLOP/s",
+  std::snprintf(line, sizeof line, "   %-18s %10s %9s %11s %12s %9s  %s\n", "algorithm", "median ms", "GFLOP/s",
                 "workspace", "max abs err", "rel err", "note");
   os << line;
   for (const Row& r : rows) {
     const char* mark = r.chosen ? " * " : "   ";
     if (r.status == "skipped") {
-      std::snprintf(line, sizeof line, "%s%-18s %10s %9s %11s %11s %9s  %s\n", mark, r.cand.algorithm->name().c_str(),
+      std::snprintf(line, sizeof line, "%s%-18s %10s %9s %11s %12s %9s  %s\n", mark, r.cand.algorithm->name().c_str(),
                     "-", "-", "-", "-", "-", ("declined: " + r.cand.reason).c_str());
       os << line;
       continue;
@@ -177,7 +177,7 @@ void print_table(const Workload& wl, const ErrorCheck& check, const std::vector<
     if (r.status == "early_stopped") note = "warm-up only (early stop)";
     if (!r.cand.eligible) note += (note.empty() ? "" : "; ") + r.cand.reason;
     const double ms = r.timing.stats.median * 1e3;
-    std::snprintf(line, sizeof line, "%s%-18s %10.3f %9.1f %11s %11.3g %9.2g  %s\n", mark,
+    std::snprintf(line, sizeof line, "%s%-18s %10.3f %9.1f %11s %12.3g %9.2g  %s\n", mark,
                   r.cand.algorithm->name().c_str(), ms, p.flops() / r.timing.stats.median * 1e-9,
                   bytes_text(double(r.cand.workspace)).c_str(), r.check.max_abs_err, r.check.rel_err, note.c_str());
     os << line;
@@ -279,6 +279,7 @@ int run(int argc, char** argv) {
   if (mode.device != DeviceKind::cpu) throw UsageError("--flags: convgraph-bench times CPU algorithms only (device=cpu)");
   for (const Layer& l : layers)  // every problem is valid before any work starts
     for (ConvDirection d : o.directions) (void)make_problem(l, d, mode);
+  if (!o.json.empty()) write_text_file(o.json, "");  // fail now, not after the whole run
   const int threads = o.threads > 0 ? o.threads : mode.threads;
   if (threads > 0) setenv("CONVGRAPH_THREADS", std::to_string(threads).c_str(), 1);
   ThreadPool& pool = ThreadPool::default_pool();  // the reference uses it too
@@ -297,7 +298,9 @@ int run(int argc, char** argv) {
   std::vector<std::string> summary;
   for (ConvDirection d : o.directions) {
     const auto& v = rep.chosen_ms[std::string(direction_name(d))];
-    std::cout << "   " << fmt("%-11s", std::string(direction_name(d)).c_str()) << fmt("%10.3f ms", geometric_mean(v))
+    char name[32];
+    std::snprintf(name, sizeof name, "%-11s", std::string(direction_name(d)).c_str());
+    std::cout << "   " << name << fmt("%10.3f ms", geometric_mean(v))
               << "  over " << v.size() << " layers\n";
     summary.push_back(JsonObject()
                           .add_str("direction", direction_name(d))

@@ -102,8 +102,10 @@ std::vector<std::string> AbstractConvOp::tags() const {
   // Winograd exists only for stride 1, undilated 2-D kernels.
   if (dense && params_.ndim == 2) t.emplace_back("conv_winograd");
   if (params_.allow_fft) t.emplace_back("conv_fft");
+  if (params_.ndim == 3) t.emplace_back("conv3d2d");
   t.emplace_back("conv_direct");
   t.emplace_back("conv_meta");
+  t.emplace_back("conv_reference");  // only when explicitly included
   return t;
 }
 

@@ -41,6 +41,12 @@ std::pair<std::int64_t, std::int64_t> checked_pads(const char* who, const Border
     throw ValueError(msg(who, ": border_mode must be >= 0, got ", border.to_string()));
   return pads;
 }
+// Per-axis pads must match the number of spatial axes (a single pair applies to all).
+void check_border_length(const char* who, const BorderMode& border, std::size_t nd) {
+  if (border.kind == BorderKind::explicit_pads && border.pads.size() != 1 && border.pads.size() != nd)
+    throw ValueError(msg(who, ": border_mode ", border.to_string(), " has ", border.pads.size(),
+                         " entries but the shapes have ", nd, " spatial axes"));
+}
 }  // namespace
 
 BorderMode::BorderMode(std::string_view mode) {
@@ -163,6 +169,7 @@ std::vector<std::int64_t> get_conv_output_shape(const std::vector<std::int64_t>&
     throw ShapeError(msg("get_conv_output_shape: image ", join(image), " and kernel ", join(kernel),
                          " must have the same rank, 3 to 5"));
   const std::size_t nd = image.size() - 2;
+  check_border_length("get_conv_output_shape", border, nd);
   std::vector<std::int64_t> out{image[0], kernel[0]};
   for (std::size_t a = 0; a < nd; ++a)
     out.push_back(get_conv_shape_1axis(image[a + 2], kernel[a + 2], border, static_cast<int>(a),
@@ -193,6 +200,7 @@ std::vector<std::int64_t> get_conv_gradinputs_shape(const std::vector<std::int64
                          " must have the same rank, 3 to 5"));
   if (groups < 1) throw ValueError(msg("get_conv_gradinputs_shape: num_groups must be >= 1, got ", groups));
   const std::size_t nd = top.size() - 2;
+  check_border_length("get_conv_gradinputs_shape", border, nd);
   std::vector<std::int64_t> out{top[0], known(kernel[1]) ? kernel[1] * groups : kUnknown};
   for (std::size_t a = 0; a < nd; ++a)
     out.push_back(get_conv_gradinputs_shape_1axis(
@@ -232,6 +240,7 @@ std::vector<std::int64_t> get_conv_gradweights_shape(const std::vector<std::int6
                          " must have the same rank, 3 to 5"));
   if (groups < 1) throw ValueError(msg("get_conv_gradweights_shape: num_groups must be >= 1, got ", groups));
   const std::size_t nd = top.size() - 2;
+  check_border_length("get_conv_gradweights_shape", border, nd);
   std::vector<std::int64_t> out{top[1], known(image[1]) ? image[1] / groups : kUnknown};
   for (std::size_t a = 0; a < nd; ++a)
     out.push_back(get_conv_gradweights_shape_1axis(

@@ -68,8 +68,9 @@ class SoftmaxOp final : public Op {
             if (!log_) yr[j] = e;
           }
           if (log_) {
-            const T lse = m + static_cast<T>(std::log(s));
-            for (std::int64_t j = 0; j < n; ++j) yr[j] = xr[j] - lse;
+            // (x - m) - log(s), not x - (m + log(s)): m + log(s) would round away log(s).
+            const T ls = static_cast<T>(std::log(s));
+            for (std::int64_t j = 0; j < n; ++j) yr[j] = (xr[j] - m) - ls;
           } else {
             const T inv = static_cast<T>(1.0 / s);
             for (std::int64_t j = 0; j < n; ++j) yr[j] *= inv;

@@ -55,7 +55,7 @@ std::string fft_refusal(const ConvAlgorithm& a, const std::vector<std::string>& 
 std::string types_text(const Var& v) {
   std::vector<std::string> ins;
   for (const auto& i : v.inputs()) ins.push_back(i.type().to_string());
-  return "(" + join_text(ins) + ") -> " + v.type().to_string();
+  return msg("(", join_text(ins), ") -> ", v.type().to_string());
 }
 
 }  // namespace
@@ -140,7 +140,7 @@ ConvCandidates meta_candidates(const AbstractConvOp& op, const ConvProblem& prob
   return out;
 }
 
-std::string node_label(const Var& v) {
+std::string conv_node_label(const Var& v) {
   std::ostringstream os;
   os << '#' << v.node()->id << ' ' << (v.op() ? v.op()->name() : std::string("input"));
   if (!v.name().empty()) os << " '" << v.name() << "'";
@@ -150,7 +150,7 @@ std::string node_label(const Var& v) {
 std::string explain_unlowered(const Var& node, const Mode& mode) {
   const auto* op = as_abstract_conv(node);
   std::ostringstream os;
-  os << "node " << node_label(node) << " [" << node.op()->label() << "] " << types_text(node)
+  os << "node " << conv_node_label(node) << " [" << node.op()->label() << "] " << types_text(node)
      << " has no implementation.";
   if (!op) return os.str();
   std::vector<std::string> could = op->tags();
@@ -205,7 +205,7 @@ std::optional<Var> lower_abstract_conv(const Var& v, RewriteContext& ctx) {
   if (!op) return std::nullopt;
   const Mode& mode = ctx.mode;
   auto abstract = std::dynamic_pointer_cast<const AbstractConvOp>(v.node()->op);
-  ConvImplOp::Options options{mode.debug, mode.workspace_limit, node_label(v)};
+  ConvImplOp::Options options{mode.debug, mode.workspace_limit, conv_node_label(v)};
 
   std::vector<TensorType> types;
   bool known = v.type().fully_known();
@@ -238,7 +238,7 @@ std::optional<Var> lower_abstract_conv(const Var& v, RewriteContext& ctx) {
     if (verdict.promoted) why += ", promoted by an included tag";
     if (!passed_over.empty()) why += "; declined first: " + join_text(passed_over, "; ");
     auto impl = std::make_shared<ConvImplOp>(abstract, verdict.algorithm, why, options);
-    ctx.stats.notes.push_back(msg("lowering: ", node_label(v), " -> ", verdict.algorithm->name(), " (", why, ")"));
+    ctx.stats.notes.push_back(msg("lowering: ", conv_node_label(v), " -> ", verdict.algorithm->name(), " (", why, ")"));
     return apply(impl, v.inputs(), v.name());
   }
   return std::nullopt;

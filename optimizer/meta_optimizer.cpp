@@ -236,7 +236,7 @@ std::optional<Var> meta_optimize_conv(const Var& v, RewriteContext& ctx) {
   const auto* op = as_abstract_conv(v);
   if (!op || ctx.state == nullptr) return std::nullopt;
   const Mode& mode = ctx.mode;
-  const std::string label = node_label(v);
+  const std::string label = conv_node_label(v);
   std::vector<TensorType> types;
   bool known = v.type().fully_known();
   for (const auto& i : v.inputs()) {

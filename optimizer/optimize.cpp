@@ -107,12 +107,12 @@ void verify_types(const FunctionGraph& g, const std::string& phase) {
     try {
       t = v.op()->infer(types);
     } catch (const Error& e) {
-      throw CompileError(msg("optimizer bug: after phase ", phase, ", ", node_label(v), " no longer type-checks: ", e.what()));
+      throw CompileError(msg("optimizer bug: after phase ", phase, ", ", conv_node_label(v), " no longer type-checks: ", e.what()));
     }
     TensorType declared = v.type();
     declared.device = t.device;  // placement moves nodes; infer may not know devices
     if (!declared.accepts(t))
-      throw CompileError(msg("optimizer bug: after phase ", phase, ", ", node_label(v), " has type ",
+      throw CompileError(msg("optimizer bug: after phase ", phase, ", ", conv_node_label(v), " has type ",
                              v.type().to_string(), " but its op infers ", t.to_string()));
   }
 }

@@ -150,8 +150,12 @@ void TuningCache::warn(const std::string& text) const {
 std::string TuningCache::make_key(std::string_view device, const ConvProblem& p,
                                   const std::vector<AlgorithmPtr>& candidates) {
   std::string set;
-  for (std::size_t i = 0; i < candidates.size(); ++i)
-    set += (i ? "," : "") + candidates[i]->name() + "@" + std::to_string(candidates[i]->version());
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    if (i) set += ',';
+    set += candidates[i]->name();
+    set += '@';
+    set += std::to_string(candidates[i]->version());
+  }
   return sanitize(device) + '\t' + sanitize(p.key()) + '\t' + sanitize(set);
 }
 

@@ -244,7 +244,9 @@ std::string Function::describe() const {
   std::ostringstream os;
   for (const auto& v : impl_->order) {
     if (!v.op()) continue;
-    os << node_label(v) << " " << v.op()->label() << " -> " << v.type().to_string();
+    os << "#" << v.node()->id << " " << v.op()->label();
+    if (!v.name().empty()) os << " '" << v.name() << "'";
+    os << " -> " << v.type().to_string();
     const std::string impl = v.op()->implementation();
     if (!impl.empty()) os << "  [" << impl << "]";
     os << '\n';

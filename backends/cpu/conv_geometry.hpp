@@ -1,7 +1,8 @@
 #pragma once
 // Private to backends/cpu: a ConvProblem's geometry normalised to exactly three spatial
-// axes (unused axes: size 1, stride 1, dilation 1, no padding), which lets every CPU kernel
-// use one code path for 1D, 2D and 3D. Axis 2 is the innermost (contiguous) one.
+// axes, which lets every CPU kernel use one code path for 1D, 2D and 3D. The problem's axes
+// are right-aligned: axis 2 is always the innermost (contiguous) one, and the leading unused
+// axes have size 1, stride 1, dilation 1 and no padding.
 #include <array>
 #include <cstdint>
 
@@ -25,14 +26,17 @@ struct ConvGeometry {
 
   ConvGeometry() = default;
   explicit ConvGeometry(const ConvProblem& p) : flip(p.flip), N(p.N), C(p.C), K(p.K), G(p.G) {
-    for (std::size_t a = 0; a < 3; ++a) {
-      if (static_cast<int>(a) >= p.ndim) continue;
-      in[a] = p.in[a];
-      ker[a] = p.kernel[a];
-      out[a] = p.out[a];
-      stride[a] = p.stride[a];
-      dil[a] = p.dilation[a];
-      pad[a] = p.pad_pre[a];
+    // Right-aligned: the problem's last (contiguous) axis is always axis 2 here, so the
+    // kernels' innermost loops run along real rows; leading unused axes have size 1.
+    for (int a = 0; a < p.ndim; ++a) {
+      const auto src = static_cast<std::size_t>(a);
+      const auto dst = static_cast<std::size_t>(3 - p.ndim + a);
+      in[dst] = p.in[src];
+      ker[dst] = p.kernel[src];
+      out[dst] = p.out[src];
+      stride[dst] = p.stride[src];
+      dil[dst] = p.dilation[src];
+      pad[dst] = p.pad_pre[src];
     }
     Cg = C / G;
     Kg = K / G;

@@ -1,6 +1,8 @@
 // The only translation unit that includes Eigen (the build links Eigen3::Eigen privately).
 #include "backends/cpu/gemm.hpp"
 
+#include "backends/cpu/sgemm.hpp"
+
 // GCC 12's AVX-512 intrinsic headers, pulled in by Eigen, raise false -Wuninitialized
 // warnings (GCC bug 105593); silence them for the include only.
 #pragma GCC diagnostic push
@@ -53,9 +55,9 @@ void gemm_eigen(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std:
 void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
           const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C,
           std::int64_t ldc) {
-  // The single float call site: switch to convgraph::cpu::sgemm (backends/cpu/sgemm.hpp)
-  // here once it lands.
-  gemm_eigen<float>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  // convgraph's packed AVX-512/AVX2 sgemm (backends/cpu/sgemm.hpp); single-threaded here
+  // because the callers already run one GEMM per pool thread.
+  sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nullptr);
 }
 
 void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, double alpha,

@@ -1,35 +1,10 @@
 #include "backends/cpu/im2col.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 namespace convgraph::cpu {
 namespace {
-
-/// Walks one column-matrix row: for each run of positions that share an output row
-/// (o0, o1), calls row_fn(dst_offset, src_row_or_null, o2_begin, o2_end, lo2, hi2, off2)
-/// where src positions are o2 * stride2 + off2, valid for o2 in [lo2, hi2).
-template <class RowFn>
-void for_each_run(const ConvGeometry& g, const i64 t[3], i64 p_begin, i64 p_end, RowFn&& row_fn) {
-  i64 lo2, hi2;
-  g.valid_out_range(2, t[2], lo2, hi2);
-  const i64 off2 = t[2] * g.dil[2] - g.pad[2];
-  const i64 plane_row = g.out[2];
-  i64 p = p_begin;
-  i64 o2 = p % plane_row;
-  i64 o01 = p / plane_row;
-  while (p < p_end) {
-    const i64 o1 = o01 % g.out[1], o0 = o01 / g.out[1];
-    const i64 run_end = std::min(plane_row, o2 + (p_end - p));
-    const i64 i0 = o0 * g.stride[0] - g.pad[0] + t[0] * g.dil[0];
-    const i64 i1 = o1 * g.stride[1] - g.pad[1] + t[1] * g.dil[1];
-    const bool row_ok = i0 >= 0 && i0 < g.in[0] && i1 >= 0 && i1 < g.in[1];
-    const i64 src_row = row_ok ? (i0 * g.in[1] + i1) * g.in[2] : -1;
-    row_fn(p - p_begin, src_row, o2, run_end, lo2, hi2, off2);
-    p += run_end - o2;
-    o2 = 0;
-    ++o01;
-  }
-}
 
 /// Decodes column-matrix row r into channel q and the *unflipped* taps t[3].
 inline i64 decode_row(const ConvGeometry& g, i64 r, i64 t[3]) {
@@ -45,6 +20,45 @@ inline i64 decode_row(const ConvGeometry& g, i64 r, i64 t[3]) {
   return q;
 }
 
+/// Walks the output positions [p_begin, p_end) of one column-matrix row (taps t) as runs
+/// along the innermost axis. For each run it calls
+///   fn(col_offset, n, src_row, a, b, src_start)
+/// meaning: run entries [0, n) start at column col_offset; src_row < 0 when the tap reads a
+/// padding row (all n entries are zero); otherwise entries [a, b) read the input at
+/// src_row + src_start + j * stride2 (j = 0 at entry a) and the rest are padding.
+/// The first position is decoded once; then counters walk the rows (divisions would
+/// dominate short rows).
+template <class Fn>
+inline void for_each_run(const ConvGeometry& g, const i64 t[3], i64 p_begin, i64 p_end, Fn&& fn) {
+  i64 lo2, hi2;
+  g.valid_out_range(2, t[2], lo2, hi2);
+  const i64 off2 = t[2] * g.dil[2] - g.pad[2];
+  const i64 W = g.out[2];
+  i64 o2 = p_begin % W;
+  i64 o1 = (p_begin / W) % g.out[1];
+  i64 i0 = (p_begin / W / g.out[1]) * g.stride[0] - g.pad[0] + t[0] * g.dil[0];
+  i64 i1 = o1 * g.stride[1] - g.pad[1] + t[1] * g.dil[1];
+  const i64 i1_first = t[1] * g.dil[1] - g.pad[1];
+  for (i64 p = p_begin; p < p_end;) {
+    const i64 n = std::min(W - o2, p_end - p);
+    if (i0 >= 0 && i0 < g.in[0] && i1 >= 0 && i1 < g.in[1]) {
+      const i64 a = std::clamp(lo2 - o2, i64{0}, n), b = std::clamp(hi2 - o2, a, n);
+      fn(p - p_begin, n, (i0 * g.in[1] + i1) * g.in[2], a, b, off2 + (o2 + a) * g.stride[2]);
+    } else {
+      fn(p - p_begin, n, i64{-1}, i64{0}, i64{0}, i64{0});
+    }
+    p += n;
+    o2 = 0;
+    if (++o1 == g.out[1]) {
+      o1 = 0;
+      i1 = i1_first;
+      i0 += g.stride[0];
+    } else {
+      i1 += g.stride[1];
+    }
+  }
+}
+
 }  // namespace
 
 template <class T>
@@ -54,31 +68,23 @@ void im2col(const ConvGeometry& g, const T* x, i64 channels, i64 p_begin, i64 p_
   const i64 s2 = g.stride[2];
   for (i64 r = 0; r < rows; ++r) {
     i64 t[3];
-    const i64 q = decode_row(g, r, t);
-    const T* xq = x + q * g.in_numel;
-    T* dst_row = col + r * np;
-    for_each_run(g, t, p_begin, p_end,
-                 [&](i64 dst, i64 src_row, i64 b, i64 e, i64 lo, i64 hi, i64 off) {
-                   // out[j] is output position o2 = b + j, which reads input element
-                   // src_row + off + o2 * s2: inside the plane for o2 in [lo, hi).
-                   T* out = dst_row + dst;
-                   const i64 n = e - b;
-                   if (src_row < 0) {
-                     std::fill(out, out + n, T(0));
-                     return;
-                   }
-                   const i64 vb = std::clamp(lo, b, e) - b, ve = std::clamp(hi, b + vb, e) - b;
-                   std::fill(out, out + vb, T(0));
-                   if (vb < ve) {
-                     const T* src = xq + (src_row + off + (b + vb) * s2);  // input of j = vb
-                     if (s2 == 1) {
-                       std::copy(src, src + (ve - vb), out + vb);
-                     } else {
-                       for (i64 j = 0; j < ve - vb; ++j) out[vb + j] = src[j * s2];
-                     }
-                   }
-                   std::fill(out + ve, out + n, T(0));
-                 });
+    const T* xq = x + decode_row(g, r, t) * g.in_numel;
+    T* row = col + r * np;
+    for_each_run(g, t, p_begin, p_end, [=](i64 at, i64 n, i64 src_row, i64 a, i64 b, i64 start) {
+      T* __restrict out = row + at;
+      if (src_row < 0) {
+        for (i64 j = 0; j < n; ++j) out[j] = T(0);
+        return;
+      }
+      const T* __restrict src = xq + (src_row + start);
+      for (i64 j = 0; j < a; ++j) out[j] = T(0);
+      if (s2 == 1) {
+        if (b > a) std::memcpy(out + a, src, static_cast<std::size_t>(b - a) * sizeof(T));
+      } else {
+        for (i64 j = a; j < b; ++j) out[j] = src[(j - a) * s2];
+      }
+      for (i64 j = b; j < n; ++j) out[j] = T(0);
+    });
   }
 }
 
@@ -89,22 +95,18 @@ void col2im_add(const ConvGeometry& g, const T* col, i64 channels, i64 p_begin, 
   const i64 s2 = g.stride[2];
   for (i64 r = 0; r < rows; ++r) {
     i64 t[3];
-    const i64 q = decode_row(g, r, t);
-    T* xq = x + q * g.in_numel;
-    const T* src_row = col + r * np;
-    for_each_run(g, t, p_begin, p_end,
-                 [&](i64 src, i64 dst_row, i64 b, i64 e, i64 lo, i64 hi, i64 off) {
-                   if (dst_row < 0) return;  // the whole run read padding
-                   const i64 vb = std::clamp(lo, b, e) - b, ve = std::clamp(hi, b + vb, e) - b;
-                   if (vb >= ve) return;
-                   const T* in = src_row + src;
-                   T* dst = xq + (dst_row + off + (b + vb) * s2);  // input of o2 = b + vb
-                   if (s2 == 1) {
-                     for (i64 j = vb; j < ve; ++j) dst[j - vb] += in[j];
-                   } else {
-                     for (i64 j = vb; j < ve; ++j) dst[(j - vb) * s2] += in[j];
-                   }
-                 });
+    T* xq = x + decode_row(g, r, t) * g.in_numel;
+    const T* row = col + r * np;
+    for_each_run(g, t, p_begin, p_end, [=](i64 at, i64 n, i64 src_row, i64 a, i64 b, i64 start) {
+      if (src_row < 0 || a >= b) return;  // entries that came from padding are dropped
+      const T* __restrict in = row + at;
+      T* __restrict dst = xq + (src_row + start);
+      if (s2 == 1) {
+        for (i64 j = a; j < b; ++j) dst[j - a] += in[j];
+      } else {
+        for (i64 j = a; j < b; ++j) dst[(j - a) * s2] += in[j];
+      }
+    });
   }
 }
 

@@ -124,7 +124,6 @@ void run_sgemm(const GemmArgs& g, ThreadPool* pool) {
     const std::int64_t ntiles = ceil_div(nsl, tile_ns);
     if (ntiles < 3 * threads) mtiles = std::min(msl, ceil_div(4 * threads, ntiles));
   }
-  if (const char* e = std::getenv("CG_TILE")) { tile_ns = std::min<std::int64_t>(nsl, std::atoi(e)); mtiles = 1; }
   const std::int64_t ntiles = ceil_div(nsl, tile_ns);
   const std::int64_t tile_ms = ceil_div(msl, mtiles);
   mtiles = ceil_div(msl, tile_ms);

@@ -229,3 +229,54 @@ TEST_CASE("cpu.conv3d2d declines 2D problems", "[cpu][conv3d2d]") {
   const auto tags = a.tags();
   CHECK(tags == std::vector<std::string>{"conv3d2d"});
 }
+
+// ---------------------------------------------------------------------------------------
+// cpu.winograd
+
+namespace {
+void check_winograd(Spec s, double tol32) {
+  const ConvAlgorithm& a = algo("cpu.winograd");
+  for (ConvDirection d : {ConvDirection::forward, ConvDirection::grad_inputs}) {
+    s.dir = d;
+    s.dtype = DType::float32;
+    const ConvProblem p = make(s);
+    INFO(p.key());
+    const Status st = a.applicable(p);
+    INFO(st.reason());
+    REQUIRE(st.is_ok());
+    const double err = rel_error(a, p);
+    CHECK(err <= tol32);
+  }
+}
+}  // namespace
+
+TEST_CASE("cpu.winograd F(4x4,3x3) matches the reference within the fp32 bound", "[cpu][winograd]") {
+  for (bool flip : {false, true}) {
+    check_winograd({.x = {2, 3, 8, 8}, .w = {4, 3, 3, 3}, .border = BorderMode(1), .flip = flip}, 5e-5);
+    // Sizes that leave partial tiles, asymmetric and large pads (grad_inputs then crops).
+    check_winograd({.x = {3, 5, 13, 17}, .w = {7, 5, 3, 3}, .border = BorderMode("valid"), .flip = flip}, 5e-5);
+    check_winograd({.x = {1, 4, 9, 70}, .w = {6, 4, 3, 3}, .border = BorderMode({{0, 2}, {3, 1}}), .flip = flip}, 5e-5);
+    check_winograd({.x = {2, 2, 3, 3}, .w = {3, 2, 3, 3}, .border = BorderMode("full"), .flip = flip}, 5e-5);
+    check_winograd({.x = {1, 8, 6, 5}, .w = {8, 2, 3, 3}, .border = BorderMode({{4, 3}, {0, 5}}), .groups = 4, .flip = flip}, 5e-5);
+  }
+  check_winograd({.x = {2, 64, 28, 28}, .w = {32, 64, 3, 3}, .border = BorderMode(1)}, 5e-5);
+}
+
+TEST_CASE("cpu.winograd declines what it does not do", "[cpu][winograd]") {
+  const ConvAlgorithm& a = algo("cpu.winograd");
+  auto reason = [&](Spec s) {
+    s.dtype = s.dtype == DType::float64 && s.x.size() == 4 && s.w[2] == 3 && s.stride.empty() ? DType::float32 : s.dtype;
+    const Status st = a.applicable(make(s));
+    CHECK_FALSE(st.is_ok());
+    return st.reason();
+  };
+  CHECK(reason({.x = {1, 2, 9, 9}, .w = {2, 2, 3, 3}, .stride = {2, 2}, .dtype = DType::float32}).find("stride") != std::string::npos);
+  CHECK(reason({.x = {1, 2, 9, 9}, .w = {2, 2, 5, 5}, .dtype = DType::float32}).find("5x5") != std::string::npos);
+  CHECK(reason({.x = {1, 2, 9, 9}, .w = {2, 2, 3, 3}, .dilation = {2, 2}, .dtype = DType::float32}).find("dilation") != std::string::npos);
+  CHECK(reason({.x = {1, 2, 9}, .w = {2, 2, 3}, .dtype = DType::float32}).find("2D") != std::string::npos);
+  CHECK(reason({.dir = ConvDirection::grad_weights, .x = {1, 2, 9, 9}, .w = {2, 2, 3, 3}, .dtype = DType::float32})
+            .find("grad_weights") != std::string::npos);
+  const auto tags = a.tags();
+  CHECK(std::find(tags.begin(), tags.end(), "conv_winograd") != tags.end());
+  CHECK(std::find(tags.begin(), tags.end(), "fast_run") != tags.end());
+}

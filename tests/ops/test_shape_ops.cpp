@@ -58,7 +58,7 @@ TEST_CASE("shape ops: reshape and flatten keep the elements in order, every dtyp
     const std::vector<std::pair<Var, Shape>> cases = {
         {reshape(v, {4, -1}), {4, 6}},  {reshape(v, {24}), {24}},      {reshape(v, {-1}), {24}},
         {reshape(v, {1, 2, 12, 1}), {1, 2, 12, 1}}, {flatten(v), {24}}, {flatten(v, 2), {2, 12}},
-        {flatten(v, 3), {2, 3, 4}},    {reshape_like(v, input(dt, {6, 4})), {6, 4}}};
+        {flatten(v, 3), {2, 3, 4}},    {reshape_like(v, constant(Tensor::zeros(dt, {6, 4}))), {6, 4}}};
     for (const auto& [y, shape] : cases) {
       CHECK(y.shape() == shape);
       const Tensor out = run1(v, y, x);
@@ -89,7 +89,7 @@ TEST_CASE("shape ops: unknown dimensions are inferred when the function runs", "
   for (std::int64_t rows : {1, 4}) {
     const Tensor xv = random_tensor({rows, 6}, 3);
     const auto out = fn({xv});
-    CHECK(out[0].shape() == Shape{rows * 2, 2, 3});
+    CHECK(out[0].shape() == Shape{rows, 2, 3});
     CHECK(out[1].shape() == Shape{rows * 6});
     CHECK(out[2].shape() == Shape{2 * rows, 6});
     CHECK(out[3].shape() == Shape{rows - 1, 6});

@@ -51,7 +51,7 @@ ConvCandidates meta_candidates(const AbstractConvOp& op, const ConvProblem& prob
 const AlgorithmRegistry& mode_registry(const Mode& mode);
 
 /// "#12 AbstractConv 'conv1'": how messages name a node.
-std::string node_label(const Var& v);
+std::string conv_node_label(const Var& v);
 
 /// The message body for an abstract node left in the graph: the node, its types, the
 /// tags that could lower it, the excluded tags and each candidate's reason.
