@@ -236,6 +236,13 @@ double geometric_mean(const std::vector<double>& values) {
   return std::exp(log_sum / static_cast<double>(values.size()));
 }
 
+double load_average() {
+  std::ifstream f("/proc/loadavg");
+  double v = -1;
+  if (!(f >> v)) return -1;
+  return v;
+}
+
 std::string bytes_text(double bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int u = 0;

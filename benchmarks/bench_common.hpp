@@ -63,6 +63,9 @@ struct Stats {
 Stats summarize(std::vector<double> seconds);
 double now_seconds();  ///< steady clock
 double geometric_mean(const std::vector<double>& values);  ///< 0 for an empty list
+/// 1-minute load average (/proc/loadavg), -1 when unknown: a busy shared machine makes
+/// every figure unreliable, so both benchmarks print it.
+double load_average();
 
 // ---- machine peak ---------------------------------------------------------------------
 

@@ -288,7 +288,8 @@ int run(int argc, char** argv) {
   std::cout << "convgraph-bench: " << layers.size() << " layers x " << o.directions.size()
             << " directions, fp32, threads=" << pool.size() << ", repeats=" << o.repeats
             << " (median after 1 warm-up), flags=\"" << o.flags << "\""
-            << (all_algos ? ", all algorithms timed (* = fastest meta candidate)" : "") << "\n";
+            << (all_algos ? ", all algorithms timed (* = fastest meta candidate)" : "")
+            << fmt(", load average %.2f", load_average()) << "\n";
   Report rep;
   const double t_start = now_seconds();
   for (const Layer& l : layers)
@@ -300,7 +301,7 @@ int run(int argc, char** argv) {
     const auto& v = rep.chosen_ms[std::string(direction_name(d))];
     char name[32];
     std::snprintf(name, sizeof name, "%-11s", std::string(direction_name(d)).c_str());
-    std::cout << "   " << name << fmt("%10.3f ms", geometric_mean(v))
+    std::cout << "   " << name << (v.empty() ? std::string("         - ms") : fmt("%10.3f ms", geometric_mean(v)))
               << "  over " << v.size() << " layers\n";
     summary.push_back(JsonObject()
                           .add_str("direction", direction_name(d))

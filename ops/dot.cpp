@@ -15,9 +15,9 @@ namespace {
 
 /// Shapes of a matmul split into broadcast batch axes and the matrix dimensions.
 struct MatmulShape {
-  Shape batch;                 ///< broadcast batch shape
+  Shape batch;  ///< broadcast batch shape
   std::int64_t m = 1, k = 1, n = 1;
-  Shape a_batch, b_batch;      ///< each operand's batch axes, right-aligned to `batch`
+  Shape a_batch, b_batch;  ///< each operand's batch axes, right-aligned to `batch`
 };
 
 std::int64_t merge_batch_dim(std::int64_t a, std::int64_t b, const TensorType& ta, const TensorType& tb) {
@@ -40,8 +40,8 @@ MatmulShape matmul_shape(const TensorType& a, const TensorType& b) {
   const std::int64_t kb = rb >= 2 ? b.shape[static_cast<std::size_t>(rb - 2)] : b.shape[0];
   s.n = rb >= 2 ? b.shape.back() : 1;
   if (!detail::dims_compatible(s.k, kb))
-    throw ShapeError(msg("matmul: inner dimensions differ: a ", shape_to_string(a.shape), " has ", s.k,
-                         " columns, b ", shape_to_string(b.shape), " has ", kb, " rows"));
+    throw ShapeError(msg("matmul: inner dimensions differ: a ", shape_to_string(a.shape), " has ", s.k, " columns, b ",
+                         shape_to_string(b.shape), " has ", kb, " rows"));
   if (s.k < 0) s.k = kb;
   s.a_batch.assign(a.shape.begin(), a.shape.end() - std::min(ra, 2));
   s.b_batch.assign(b.shape.begin(), b.shape.end() - std::min(rb, 2));
@@ -80,10 +80,10 @@ void gemm_batched(const MatmulShape& s, const T* a, const T* b, T* c, const Exec
     std::fill(c, c + nb * m * n, T(0));
     return;
   }
-  // Tasks are (batch, block of rows); a block carries roughly 1 MFLOP so tiny products stay
-  // on one thread and a single large GEMM is still split across the pool.
+  // Tasks are (batch, block of rows) of about 0.25M multiply-adds each: tiny products stay
+  // on one thread, and a single large GEMM is still split across the pool.
   const std::int64_t row_cost = std::max<std::int64_t>(1, k * n);
-  const std::int64_t rows_per_task = std::clamp<std::int64_t>((1 << 20) / row_cost, 1, m);
+  const std::int64_t rows_per_task = std::clamp<std::int64_t>((1 << 18) / row_cost, 1, m);
   const std::int64_t blocks = (m + rows_per_task - 1) / rows_per_task;
   detail::parallel_range(ctx, nb * blocks, 1, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t t = begin; t < end; ++t) {
@@ -112,8 +112,8 @@ class MatmulOp final : public Op {
     const TensorType &a = in[0], &b = in[1];
     detail::check_dtype("matmul", "a", a.dtype, {DType::float32, DType::float64, DType::int32, DType::int64});
     if (a.dtype != b.dtype)
-      throw TypeError(msg("matmul: operands have different dtypes ", a.to_string(), " and ", b.to_string(),
-                          "; cast one of them"));
+      throw TypeError(
+          msg("matmul: operands have different dtypes ", a.to_string(), " and ", b.to_string(), "; cast one of them"));
     const MatmulShape s = matmul_shape(a, b);
     Shape out = s.batch;
     if (a.rank() >= 2) out.push_back(s.m);

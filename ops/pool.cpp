@@ -75,11 +75,13 @@ std::vector<Var> MaxPoolGradGradOp::grad(const std::vector<Var>& in, const Var&,
 }  // namespace detail
 
 Var max_pool2d(const Var& x, const PoolOptions& options) {
-  return convgraph::apply(std::make_shared<PoolOp>(detail::PoolParams::from("max_pool2d", options, PoolMode::max)), {x});
+  return convgraph::apply(std::make_shared<PoolOp>(detail::PoolParams::from("max_pool2d", options, PoolMode::max)),
+                          {x});
 }
 
 Var avg_pool2d(const Var& x, const PoolOptions& options) {
-  return convgraph::apply(std::make_shared<PoolOp>(detail::PoolParams::from("avg_pool2d", options, PoolMode::avg)), {x});
+  return convgraph::apply(std::make_shared<PoolOp>(detail::PoolParams::from("avg_pool2d", options, PoolMode::avg)),
+                          {x});
 }
 
 Var max_pool2d_grad(const Var& x, const Var& gy, const PoolOptions& options) {

@@ -14,11 +14,20 @@ std::string pair_text(const std::int64_t v[2]) { return msg("(", v[0], ", ", v[1
 template <class F>
 void dispatch_numeric(DType t, const char* op, F&& f) {
   switch (t) {
-    case DType::float32: f(float{}); return;
-    case DType::float64: f(double{}); return;
-    case DType::int32: f(std::int32_t{}); return;
-    case DType::int64: f(std::int64_t{}); return;
-    default: throw TypeError(msg(op, ": no kernel for dtype ", dtype_name(t)));
+    case DType::float32:
+      f(float{});
+      return;
+    case DType::float64:
+      f(double{});
+      return;
+    case DType::int32:
+      f(std::int32_t{});
+      return;
+    case DType::int64:
+      f(std::int64_t{});
+      return;
+    default:
+      throw TypeError(msg(op, ": no kernel for dtype ", dtype_name(t)));
   }
 }
 
@@ -160,26 +169,26 @@ void pool_forward(const PoolParams& p, const Tensor& x, Tensor& y, const ExecCon
     using T = decltype(z);
     const T* src = x.data<T>();
     T* dst = y.data<T>();
-    parallel_range(ctx, g.planes * g.oh, std::max<std::int64_t>(1, 4096 / std::max<std::int64_t>(g.ow, 1)),
+    parallel_range(ctx, g.planes * g.oh, std::max<std::int64_t>(1, 1024 / std::max<std::int64_t>(g.ow, 1)),
                    [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t row = b; row < e; ++row) {
-        const std::int64_t pl = row / g.oh, oi = row % g.oh;
-        const T* plane = src + pl * g.h * g.w;
-        const Span r = span(p, 0, oi, g.h);
-        for (std::int64_t oj = 0; oj < g.ow; ++oj) {
-          const Span c = span(p, 1, oj, g.w);
-          T& out = dst[row * g.ow + oj];
-          if (p.mode == PoolMode::max) {
-            out = plane[window_argmax(plane, g.w, r, c)];
-          } else {
-            double s = 0;
-            for (std::int64_t i = r.lo; i < r.hi; ++i)
-              for (std::int64_t j = c.lo; j < c.hi; ++j) s += static_cast<double>(plane[i * g.w + j]);
-            out = static_cast<T>(s / static_cast<double>(r.count * c.count));
-          }
-        }
-      }
-    });
+                     for (std::int64_t row = b; row < e; ++row) {
+                       const std::int64_t pl = row / g.oh, oi = row % g.oh;
+                       const T* plane = src + pl * g.h * g.w;
+                       const Span r = span(p, 0, oi, g.h);
+                       for (std::int64_t oj = 0; oj < g.ow; ++oj) {
+                         const Span c = span(p, 1, oj, g.w);
+                         T& out = dst[row * g.ow + oj];
+                         if (p.mode == PoolMode::max) {
+                           out = plane[window_argmax(plane, g.w, r, c)];
+                         } else {
+                           double s = 0;
+                           for (std::int64_t i = r.lo; i < r.hi; ++i)
+                             for (std::int64_t j = c.lo; j < c.hi; ++j) s += static_cast<double>(plane[i * g.w + j]);
+                           out = static_cast<T>(s / static_cast<double>(r.count * c.count));
+                         }
+                       }
+                     }
+                   });
   });
 }
 
@@ -222,17 +231,17 @@ void max_pool_gather(const PoolParams& p, const Tensor& x, const Tensor& gsrc, T
     const T* xs = x.data<T>();
     const T* gs = gsrc.data<T>();
     T* dst = out.data<T>();
-    parallel_range(ctx, g.planes * g.oh, std::max<std::int64_t>(1, 4096 / std::max<std::int64_t>(g.ow, 1)),
+    parallel_range(ctx, g.planes * g.oh, std::max<std::int64_t>(1, 1024 / std::max<std::int64_t>(g.ow, 1)),
                    [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t row = b; row < e; ++row) {
-        const std::int64_t pl = row / g.oh, oi = row % g.oh;
-        const Span r = span(p, 0, oi, g.h);
-        for (std::int64_t oj = 0; oj < g.ow; ++oj) {
-          const std::int64_t at = window_argmax(xs + pl * g.h * g.w, g.w, r, span(p, 1, oj, g.w));
-          dst[row * g.ow + oj] = gs[pl * g.h * g.w + at];
-        }
-      }
-    });
+                     for (std::int64_t row = b; row < e; ++row) {
+                       const std::int64_t pl = row / g.oh, oi = row % g.oh;
+                       const Span r = span(p, 0, oi, g.h);
+                       for (std::int64_t oj = 0; oj < g.ow; ++oj) {
+                         const std::int64_t at = window_argmax(xs + pl * g.h * g.w, g.w, r, span(p, 1, oj, g.w));
+                         dst[row * g.ow + oj] = gs[pl * g.h * g.w + at];
+                       }
+                     }
+                   });
   });
 }
 

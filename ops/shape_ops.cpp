@@ -63,9 +63,7 @@ class ReshapeOp final : public Op {
   std::vector<Var> grad(const std::vector<Var>& in, const Var&, const Var& gy) const override {
     return {reshape_like(gy, in[0])};
   }
-  void perform(const std::vector<Tensor>& in, Tensor& out, const ExecContext&) const override {
-    copy_bytes(in, out);
-  }
+  void perform(const std::vector<Tensor>& in, Tensor& out, const ExecContext&) const override { copy_bytes(in, out); }
 
  private:
   Shape shape_;
@@ -80,16 +78,14 @@ class ReshapeLikeOp final : public Op {
     check_arity(*this, in.size(), 2);
     if (in[0].fully_known() && in[1].fully_known() && numel(in[0].shape) != numel(in[1].shape))
       throw ShapeError(msg("reshape_like: x of shape ", shape_to_string(in[0].shape), " (", numel(in[0].shape),
-                           " elements) cannot take the shape ", shape_to_string(in[1].shape), " (",
-                           numel(in[1].shape), " elements)"));
+                           " elements) cannot take the shape ", shape_to_string(in[1].shape), " (", numel(in[1].shape),
+                           " elements)"));
     return TensorType{in[0].dtype, in[1].shape, in[0].device};
   }
   std::vector<Var> grad(const std::vector<Var>& in, const Var&, const Var& gy) const override {
     return {reshape_like(gy, in[0]), Var()};
   }
-  void perform(const std::vector<Tensor>& in, Tensor& out, const ExecContext&) const override {
-    copy_bytes(in, out);
-  }
+  void perform(const std::vector<Tensor>& in, Tensor& out, const ExecContext&) const override { copy_bytes(in, out); }
 };
 
 // ---- flatten ------------------------------------------------------------------------
@@ -109,8 +105,10 @@ class FlattenOp final : public Op {
     std::int64_t last = 1;
     for (int a = ndim_ - 1; a < x.rank(); ++a) {
       const std::int64_t d = x.shape[static_cast<std::size_t>(a)];
-      if (d < 0 || last < 0) last = -1;
-      else last *= d;
+      if (d < 0 || last < 0)
+        last = -1;
+      else
+        last *= d;
     }
     s.push_back(last);
     return TensorType{x.dtype, std::move(s), x.device};
@@ -118,9 +116,7 @@ class FlattenOp final : public Op {
   std::vector<Var> grad(const std::vector<Var>& in, const Var&, const Var& gy) const override {
     return {reshape_like(gy, in[0])};
   }
-  void perform(const std::vector<Tensor>& in, Tensor& out, const ExecContext&) const override {
-    copy_bytes(in, out);
-  }
+  void perform(const std::vector<Tensor>& in, Tensor& out, const ExecContext&) const override { copy_bytes(in, out); }
 
  private:
   int ndim_;
@@ -133,8 +129,10 @@ std::string pattern_text(const std::vector<int>& p) {
   os << '(';
   for (std::size_t i = 0; i < p.size(); ++i) {
     os << (i ? ", " : "");
-    if (p[i] < 0) os << 'x';
-    else os << p[i];
+    if (p[i] < 0)
+      os << 'x';
+    else
+      os << p[i];
   }
   os << ')';
   return os.str();
@@ -209,7 +207,9 @@ class DimshuffleOp final : public Op {
 
 Var reshape(const Var& x, Shape shape) { return convgraph::apply(std::make_shared<ReshapeOp>(std::move(shape)), {x}); }
 
-Var reshape_like(const Var& x, const Var& like) { return convgraph::apply(std::make_shared<ReshapeLikeOp>(), {x, like}); }
+Var reshape_like(const Var& x, const Var& like) {
+  return convgraph::apply(std::make_shared<ReshapeLikeOp>(), {x, like});
+}
 
 Var flatten(const Var& x, int ndim) { return convgraph::apply(std::make_shared<FlattenOp>(ndim), {x}); }
 

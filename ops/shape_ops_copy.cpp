@@ -9,15 +9,14 @@
 namespace convgraph::detail {
 
 void check_arity(const Op& op, std::size_t got, std::size_t want) {
-  if (got != want)
-    throw ValueError(msg(op.label(), ": expected ", want, " inputs, got ", got));
+  if (got != want) throw ValueError(msg(op.label(), ": expected ", want, " inputs, got ", got));
 }
 
 int normalize_axis(const std::string& op, const char* arg, int axis, int rank) {
   const int a = axis < 0 ? axis + rank : axis;
   if (a < 0 || a >= rank)
-    throw ShapeError(msg(op, ": ", arg, " ", axis, " is out of range for a rank-", rank, " input (valid: ",
-                         -rank, "..", rank - 1, ")"));
+    throw ShapeError(msg(op, ": ", arg, " ", axis, " is out of range for a rank-", rank, " input (valid: ", -rank, "..",
+                         rank - 1, ")"));
   return a;
 }
 
@@ -64,18 +63,23 @@ using RowFn = void (*)(const char*, std::int64_t, char*, std::int64_t, std::int6
 
 RowFn row_kernel(std::size_t elem_size) {
   switch (elem_size) {
-    case 1: return copy_row<std::uint8_t>;
-    case 2: return copy_row<std::uint16_t>;
-    case 4: return copy_row<std::uint32_t>;
-    case 8: return copy_row<std::uint64_t>;
-    default: break;
+    case 1:
+      return copy_row<std::uint8_t>;
+    case 2:
+      return copy_row<std::uint16_t>;
+    case 4:
+      return copy_row<std::uint32_t>;
+    case 8:
+      return copy_row<std::uint64_t>;
+    default:
+      break;
   }
   throw TypeError(msg("strided_copy: unsupported element size ", elem_size));
 }
 }  // namespace
 
-void strided_copy(const void* src, const Shape& src_strides, void* dst, const Shape& dst_strides,
-                  const Shape& shape, std::size_t elem_size, ThreadPool* pool) {
+void strided_copy(const void* src, const Shape& src_strides, void* dst, const Shape& dst_strides, const Shape& shape,
+                  std::size_t elem_size, ThreadPool* pool) {
   const std::int64_t total = numel(shape);
   if (total == 0) return;
   const RowFn row = row_kernel(elem_size);
@@ -113,8 +117,10 @@ void strided_copy(const void* src, const Shape& src_strides, void* dst, const Sh
   };
   // Small copies are not worth waking the pool.
   const std::int64_t grain = std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(inner, 1));
-  if (pool && total >= 65536) pool->parallel_for(rows, body, grain);
-  else body(0, rows);
+  if (pool && total >= 65536)
+    pool->parallel_for(rows, body, grain);
+  else
+    body(0, rows);
 }
 
 SliceRange normalize_slice(std::int64_t n, std::int64_t begin, std::int64_t end, std::int64_t step) {

@@ -31,8 +31,8 @@ inline bool dims_compatible(std::int64_t a, std::int64_t b) { return a < 0 || b 
 /// Copies `shape`-many elements of `elem_size` bytes from `src` (element strides
 /// `src_strides`, possibly negative or zero) to `dst` (strides `dst_strides`). Pointers
 /// point at the element with index (0, ..., 0). Parallel over rows when `pool` is set.
-void strided_copy(const void* src, const Shape& src_strides, void* dst, const Shape& dst_strides,
-                  const Shape& shape, std::size_t elem_size, ThreadPool* pool);
+void strided_copy(const void* src, const Shape& src_strides, void* dst, const Shape& dst_strides, const Shape& shape,
+                  std::size_t elem_size, ThreadPool* pool);
 
 /// Numpy slice normalisation for an axis of length n: first index and element count.
 struct SliceRange {

@@ -23,9 +23,13 @@ void zero_fill(Tensor& t) {
   if (t.nbytes()) std::memset(t.raw(), 0, t.nbytes());
 }
 
+// "axis=1,2::-1"; a bound is left out only where it means what Python's omitted bound
+// means for this step's sign, so equal text still means an equal slice (node merging).
 std::string slice_text(int axis, std::int64_t begin, std::int64_t end, std::int64_t step) {
-  auto bound = [](std::int64_t v) { return v == kSliceEnd || v == kSliceBegin ? std::string() : std::to_string(v); };
-  return msg("axis=", axis, ",", bound(begin), ":", bound(end), ":", step);
+  const std::int64_t open_begin = step > 0 ? kSliceBegin : kSliceEnd;
+  const std::int64_t open_end = step > 0 ? kSliceEnd : kSliceBegin;
+  auto bound = [](std::int64_t v, std::int64_t open) { return v == open ? std::string() : std::to_string(v); };
+  return msg("axis=", axis, ",", bound(begin, open_begin), ":", bound(end, open_end), ":", step);
 }
 
 // ---- slice and its adjoint ------------------------------------------------------------
@@ -36,9 +40,7 @@ struct SliceParams {
 
   std::string text() const { return slice_text(axis, begin, end, step); }
   /// Output length along the axis for an input length n (unknown stays unknown).
-  std::int64_t length(std::int64_t n) const {
-    return n < 0 ? -1 : detail::normalize_slice(n, begin, end, step).count;
-  }
+  std::int64_t length(std::int64_t n) const { return n < 0 ? -1 : detail::normalize_slice(n, begin, end, step).count; }
   void check(const char* op, const TensorType& x) const {
     if (step == 0) throw ValueError(msg(op, ": step must not be 0 (", text(), ")"));
     if (axis < 0 || axis >= x.rank())
@@ -130,13 +132,11 @@ class FlipOp final : public Op {
     check_arity(*this, in.size(), 1);
     for (int a : axes_)
       if (a < 0 || a >= in[0].rank())
-        throw ShapeError(msg("flip: axis ", a, " is out of range for an input of shape ",
-                             shape_to_string(in[0].shape)));
+        throw ShapeError(
+            msg("flip: axis ", a, " is out of range for an input of shape ", shape_to_string(in[0].shape)));
     return in[0];
   }
-  std::vector<Var> grad(const std::vector<Var>&, const Var&, const Var& gy) const override {
-    return {flip(gy, axes_)};
-  }
+  std::vector<Var> grad(const std::vector<Var>&, const Var&, const Var& gy) const override { return {flip(gy, axes_)}; }
   void perform(const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) const override {
     const Tensor& x = in[0];
     if (x.numel() == 0) return;
@@ -161,8 +161,7 @@ using Pads = std::vector<std::pair<std::int64_t, std::int64_t>>;
 
 std::string pads_text(const Pads& pads) {
   std::string s = "(";
-  for (std::size_t i = 0; i < pads.size(); ++i)
-    s += msg(i ? ", " : "", "(", pads[i].first, ", ", pads[i].second, ")");
+  for (std::size_t i = 0; i < pads.size(); ++i) s += msg(i ? ", " : "", "(", pads[i].first, ", ", pads[i].second, ")");
   return s + ")";
 }
 
@@ -225,8 +224,8 @@ class ConcatenateOp final : public Op {
     if (in.empty()) throw ValueError("concatenate: needs at least one input");
     TensorType out = in[0];
     if (axis_ < 0 || axis_ >= out.rank())
-      throw ShapeError(msg("concatenate: axis ", axis_, " is out of range for input 0 of shape ",
-                           shape_to_string(out.shape)));
+      throw ShapeError(
+          msg("concatenate: axis ", axis_, " is out of range for input 0 of shape ", shape_to_string(out.shape)));
     const auto a = static_cast<std::size_t>(axis_);
     for (std::size_t k = 1; k < in.size(); ++k) {
       const TensorType& t = in[k];
@@ -238,11 +237,13 @@ class ConcatenateOp final : public Op {
         ok = i == a || detail::dims_compatible(t.shape[i], out.shape[i]);
       if (!ok)
         throw ShapeError(msg("concatenate: input ", k, " of shape ", shape_to_string(t.shape),
-                             " does not match input 0 of shape ", shape_to_string(in[0].shape),
-                             " outside axis ", axis_));
+                             " does not match input 0 of shape ", shape_to_string(in[0].shape), " outside axis ",
+                             axis_));
       for (std::size_t i = 0; i < t.shape.size(); ++i) {
-        if (i == a) out.shape[i] = out.shape[i] < 0 || t.shape[i] < 0 ? -1 : out.shape[i] + t.shape[i];
-        else if (out.shape[i] < 0) out.shape[i] = t.shape[i];
+        if (i == a)
+          out.shape[i] = out.shape[i] < 0 || t.shape[i] < 0 ? -1 : out.shape[i] + t.shape[i];
+        else if (out.shape[i] < 0)
+          out.shape[i] = t.shape[i];
       }
     }
     return out;
@@ -253,8 +254,8 @@ class ConcatenateOp final : public Op {
     const auto a = static_cast<std::size_t>(axis_);
     std::int64_t offset = 0;
     for (const Tensor& x : in) {
-      detail::strided_copy(x.raw(), contiguous_strides(x.shape()), element_ptr(out, offset * dst[a]), dst,
-                           x.shape(), dtype_size(x.dtype()), ctx.pool);
+      detail::strided_copy(x.raw(), contiguous_strides(x.shape()), element_ptr(out, offset * dst[a]), dst, x.shape(),
+                           dtype_size(x.dtype()), ctx.pool);
       offset += x.shape()[a];
     }
   }
@@ -275,8 +276,8 @@ class SplitLikeOp final : public Op {
       throw ValueError(msg("split_like: piece ", index_, " of ", in.size() - 1, " inputs does not exist"));
     const TensorType& g = in[0];
     if (axis_ < 0 || axis_ >= g.rank())
-      throw ShapeError(msg("split_like: axis ", axis_, " is out of range for a gradient of shape ",
-                           shape_to_string(g.shape)));
+      throw ShapeError(
+          msg("split_like: axis ", axis_, " is out of range for a gradient of shape ", shape_to_string(g.shape)));
     const auto a = static_cast<std::size_t>(axis_);
     std::int64_t total = 0;
     for (std::size_t k = 1; k < in.size(); ++k) {
@@ -307,8 +308,8 @@ class SplitLikeOp final : public Op {
     std::int64_t offset = 0;
     for (int k = 0; k < index_; ++k) offset += in[static_cast<std::size_t>(k + 1)].shape()[a];
     const Shape src = contiguous_strides(g.shape());
-    detail::strided_copy(element_ptr(g, offset * src[a]), src, out.raw(), contiguous_strides(out.shape()),
-                         out.shape(), dtype_size(g.dtype()), ctx.pool);
+    detail::strided_copy(element_ptr(g, offset * src[a]), src, out.raw(), contiguous_strides(out.shape()), out.shape(),
+                         dtype_size(g.dtype()), ctx.pool);
   }
 
  private:

@@ -17,9 +17,12 @@ constexpr std::int64_t kRowGrain = 1 << 14;  // elements per parallel task
 /// Calls f(T{}) for float32/float64 tensors; the ops' infer() has already rejected others.
 template <class F>
 void dispatch_float(DType t, const char* op, F&& f) {
-  if (t == DType::float32) f(float{});
-  else if (t == DType::float64) f(double{});
-  else throw TypeError(msg(op, ": no kernel for dtype ", dtype_name(t)));
+  if (t == DType::float32)
+    f(float{});
+  else if (t == DType::float64)
+    f(double{});
+  else
+    throw TypeError(msg(op, ": no kernel for dtype ", dtype_name(t)));
 }
 
 /// Runs fn(row_begin, row_end) over the rows (all axes but the last) of `t`.
@@ -33,7 +36,8 @@ void for_rows(const Tensor& t, const ExecContext& ctx, F&& fn) {
 
 void check_float_rows(const std::string& op, const char* arg, const TensorType& t) {
   detail::check_dtype(op, arg, t.dtype, {DType::float32, DType::float64});
-  if (t.rank() == 0) throw ShapeError(msg(op, ": ", arg, " must have rank >= 1 (classes on the last axis), got a 0-d input"));
+  if (t.rank() == 0)
+    throw ShapeError(msg(op, ": ", arg, " must have rank >= 1 (classes on the last axis), got a 0-d input"));
 }
 
 // ---- softmax / log_softmax ----------------------------------------------------------
@@ -95,10 +99,11 @@ class SoftmaxGradOp final : public Op {
     detail::check_arity(*this, in.size(), 2);
     check_float_rows(name(), "gy", in[0]);
     bool ok = in[0].dtype == in[1].dtype && in[0].rank() == in[1].rank();
-    for (std::size_t i = 0; ok && i < in[0].shape.size(); ++i) ok = detail::dims_compatible(in[0].shape[i], in[1].shape[i]);
+    for (std::size_t i = 0; ok && i < in[0].shape.size(); ++i)
+      ok = detail::dims_compatible(in[0].shape[i], in[1].shape[i]);
     if (!ok)
-      throw ShapeError(msg(name(), ": output gradient ", in[0].to_string(), " does not match the output ",
-                           in[1].to_string()));
+      throw ShapeError(
+          msg(name(), ": output gradient ", in[0].to_string(), " does not match the output ", in[1].to_string()));
     TensorType out = in[1];
     for (std::size_t i = 0; i < out.shape.size(); ++i)
       if (out.shape[i] < 0) out.shape[i] = in[0].shape[i];
@@ -108,8 +113,7 @@ class SoftmaxGradOp final : public Op {
     const Var &gy = in[0], &y = in[1];
     if (!log_) {
       const Var s = sum(gy * y, {-1}, true);
-      return {apply(std::make_shared<SoftmaxGradOp>(false), {gg, y}),
-              gg * (gy - s) - sum(gg * y, {-1}, true) * gy};
+      return {apply(std::make_shared<SoftmaxGradOp>(false), {gg, y}), gg * (gy - s) - sum(gg * y, {-1}, true) * gy};
     }
     const Var e = exp(y);
     return {gg - sum(gg * e, {-1}, true), -(gg * e * sum(gy, {-1}, true))};
@@ -169,8 +173,10 @@ std::int64_t class_of(const I* idx, std::int64_t r, std::int64_t n, const char* 
 
 template <class F>
 void dispatch_index(DType t, F&& f) {
-  if (t == DType::int32) f(std::int32_t{});
-  else f(std::int64_t{});
+  if (t == DType::int32)
+    f(std::int32_t{});
+  else
+    f(std::int64_t{});
 }
 
 /// take_class(p, idx)[r] = p[r, idx[r]]: picks one entry of the last axis per row.
@@ -252,7 +258,8 @@ Var categorical_crossentropy(const Var& probs, const Var& targets) {
                         "probabilities of the same dtype as probs ", probs.type().to_string()));
   bool ok = targets.rank() == probs.rank();
   for (int i = 0; ok && i < probs.rank(); ++i)
-    ok = detail::dims_compatible(targets.shape()[static_cast<std::size_t>(i)], probs.shape()[static_cast<std::size_t>(i)]);
+    ok = detail::dims_compatible(targets.shape()[static_cast<std::size_t>(i)],
+                                 probs.shape()[static_cast<std::size_t>(i)]);
   if (!ok)
     throw ShapeError(msg(op, ": targets of shape ", shape_to_string(targets.shape()), " must have the shape ",
                          shape_to_string(probs.shape()), " of probs (or be class indices of shape probs[:-1])"));

@@ -38,7 +38,9 @@ std::vector<std::string> explicit_tags(const Mode& mode, const ConvParams& param
 void judge(ConvVerdict& v, const ConvProblem* problem) {
   if (!v.reason.empty() || problem == nullptr) return;
   if (Status s = v.algorithm->applicable(*problem); !s) {
-    v.reason = s.reason();
+    // Reports print "name: reason"; drop the name when the algorithm already led with it.
+    const std::string lead = v.algorithm->name() + ": ";
+    v.reason = s.reason().rfind(lead, 0) == 0 ? s.reason().substr(lead.size()) : s.reason();
     return;
   }
   v.workspace = v.algorithm->workspace_bytes(*problem);
@@ -220,7 +222,7 @@ std::optional<Var> lower_abstract_conv(const Var& v, RewriteContext& ctx) {
     const auto usable = c.usable();
     if (usable.empty()) return std::nullopt;  // the final check explains why
     auto impl = std::make_shared<ConvImplOp>(abstract, usable, "priority, chosen per shape at run time: shapes unknown at compile time", options);
-    return apply(impl, v.inputs(), v.name());
+    return convgraph::apply(impl, v.inputs(), v.name());
   }
 
   ConvProblem p = op->problem(types);
@@ -239,7 +241,7 @@ std::optional<Var> lower_abstract_conv(const Var& v, RewriteContext& ctx) {
     if (!passed_over.empty()) why += "; declined first: " + join_text(passed_over, "; ");
     auto impl = std::make_shared<ConvImplOp>(abstract, verdict.algorithm, why, options);
     ctx.stats.notes.push_back(msg("lowering: ", conv_node_label(v), " -> ", verdict.algorithm->name(), " (", why, ")"));
-    return apply(impl, v.inputs(), v.name());
+    return convgraph::apply(impl, v.inputs(), v.name());
   }
   return std::nullopt;
 }

@@ -1,8 +1,8 @@
 // Device placement. device=cpu: nothing to do. device=cuda (optimize() has already failed
 // with a DeviceError when no GPU can be used): every convolution moves to the GPU - where
-// its algorithms are - with a transfer in front of each host operand and one transfer back
-// for host consumers and graph outputs. Other ops stay on the host until the GPU DSL
-// kernels exist; consecutive convolutions stay on the device without round trips.
+// its algorithms are - with a transfer in front of each host operand and one back after
+// it. Other ops stay on the host until the GPU DSL kernels exist; cleanup removes the
+// download/upload pairs between consecutive convolutions, so those stay on the device.
 #include <unordered_map>
 
 #include "convgraph/core/function_graph.hpp"
@@ -40,7 +40,7 @@ void TransferOp::perform(const std::vector<Tensor>& inputs, Tensor& output, cons
 
 Var transfer(const Var& x, DeviceKind to) {
   if (x.type().device == to) return x;
-  return apply(std::make_shared<TransferOp>(to), {x}, x.name());
+  return convgraph::apply(std::make_shared<TransferOp>(to), {x}, x.name());
 }
 
 const TransferOp* as_transfer(const Var& v) { return dynamic_cast<const TransferOp*>(v.op()); }
@@ -49,41 +49,23 @@ const TransferOp* as_transfer(const Var& v) { return dynamic_cast<const Transfer
 
 namespace {
 
-bool on_device(const Var& v) { return as_abstract_conv(v) != nullptr && v.type().device == DeviceKind::cuda; }
-
+/// Each host convolution x -> conv -> y becomes x -> upload -> conv@cuda -> download -> y.
+/// A convolution feeding another one leaves download -> upload pairs, which cleanup drops.
 void place_convolutions(RewriteContext& ctx) {
   if (ctx.mode.device != DeviceKind::cuda) return;
   FunctionGraph& g = ctx.graph;
   std::unordered_map<const Node*, Var> uploads;  // one upload per host value
-  std::vector<Var> moved;
   for (const Var& v : g.toposort()) {
     if (!as_abstract_conv(v) || v.type().device == DeviceKind::cuda) continue;
-    for (auto& in : v.node()->inputs) {
-      if (in.type().device == DeviceKind::cuda) continue;
+    std::vector<Var> ins;
+    for (const auto& in : v.inputs()) {
       auto it = uploads.find(in.node());
       if (it == uploads.end()) it = uploads.emplace(in.node(), transfer(in, DeviceKind::cuda)).first;
-      in = it->second;
+      ins.push_back(it->second);
     }
-    v.node()->type.device = DeviceKind::cuda;
-    moved.push_back(v);
-  }
-  for (const Var& v : moved) {
-    const auto clients = g.clients(v);
-    bool is_output = false;
-    for (const auto& o : g.outputs()) is_output = is_output || o.same(v);
-    bool host_client = is_output;
-    for (const auto& [c, pos] : clients) host_client = host_client || !on_device(c);
-    if (!host_client) continue;
-    const Var down = transfer(v, DeviceKind::cpu);
-    if (is_output) {
-      g.replace(v, down, "device_placement");  // the only way to rewire graph outputs
-      if (down.inputs()[0].same(down)) down.node()->inputs[0] = v;
-      for (const auto& [c, pos] : clients)
-        if (on_device(c)) c.node()->inputs[static_cast<std::size_t>(pos)] = v;
-    } else {
-      for (const auto& [c, pos] : clients)
-        if (!on_device(c)) c.node()->inputs[static_cast<std::size_t>(pos)] = down;
-    }
+    Var on_gpu = convgraph::apply(v.node()->op, ins, v.name());
+    on_gpu.node()->type.device = DeviceKind::cuda;  // the op's own inference may not track devices
+    g.replace(v, transfer(on_gpu, DeviceKind::cpu), "device_placement");
   }
 }
 

@@ -278,7 +278,7 @@ std::optional<Var> meta_optimize_conv(const Var& v, RewriteContext& ctx) {
   auto abstract = std::dynamic_pointer_cast<const AbstractConvOp>(v.node()->op);
   ConvImplOp::Options options{mode.debug, mode.workspace_limit, label};
   ctx.stats.notes.push_back(msg("metaopt: ", label, " -> ", r.winner->name(), " (", r.why, ")"));
-  return apply(std::make_shared<ConvImplOp>(abstract, r.winner, r.why, options), v.inputs(), v.name());
+  return convgraph::apply(std::make_shared<ConvImplOp>(abstract, r.winner, r.why, options), v.inputs(), v.name());
 }
 
 }  // namespace

@@ -1,12 +1,15 @@
 // "cpu.direct": convolution by direct loops, every direction and parameter, no workspace.
 //
-// Forward and grad-inputs share one row engine (direct_rows.hpp): a destination row of up to
-// kBlock channels is a sum over source channels and filter taps of weighted, contiguous (or
-// strided) source rows. Forward: destination = output row, sources = input channels.
+// Forward and grad-inputs share one row engine (direct_rows.hpp): a block of destination
+// rows is a sum over source channels and filter taps of weighted, contiguous (or strided)
+// source rows. Forward: destination = output row, sources = input channels.
 // Grad-inputs: destination = the input positions of one stride phase (i = r + s*j), sources =
 // output-gradient channels; choosing the phase makes the source read contiguous and every
 // tap's stride divisibility a per-phase constant. Grad-weights is a blocked dot product.
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "backends/cpu/conv_geometry.hpp"
@@ -26,6 +29,7 @@ void parallel(const ConvContext& ctx, i64 n, const std::function<void(i64, i64)>
 
 template <class T, class A>
 void forward(const ConvGeometry& g, const T* x, const T* w, T* y, const ConvContext& ctx) {
+  constexpr i64 kBlock = kBlockOf<A>;
   const i64 nkb = (g.Kg + kBlock - 1) / kBlock;
   const i64 rows = g.out[0] * g.out[1];
   const i64 KS = g.ker_numel;
@@ -42,6 +46,7 @@ void forward(const ConvGeometry& g, const T* x, const T* w, T* y, const ConvCont
     job.dst_step = 1;
     job.src_qstride = g.in_numel;
     job.src_step = g.stride[2];
+    job.src_row_len = g.in[2];
     job.nq = g.Cg;
     job.w_cstride = g.Cg * KS;
     job.w_qstride = KS;
@@ -84,6 +89,7 @@ inline i64 source_pos(i64 i, i64 t, i64 pad, i64 dil, i64 stride, i64 out) {
 
 template <class T, class A>
 void grad_inputs(const ConvGeometry& g, T* dx, const T* w, const T* dy, const ConvContext& ctx) {
+  constexpr i64 kBlock = kBlockOf<A>;
   const i64 ncb = (g.Cg + kBlock - 1) / kBlock;
   const i64 s2 = g.stride[2];
   const i64 phases = std::min(s2, g.in[2]);
@@ -95,6 +101,7 @@ void grad_inputs(const ConvGeometry& g, T* dx, const T* w, const T* dy, const Co
     job.dst_step = s2;
     job.src_qstride = g.out_numel;
     job.src_step = 1;
+    job.src_row_len = g.out[2];
     job.nq = g.Kg;
     job.w_cstride = KS;
     job.w_qstride = g.Cg * KS;
@@ -143,59 +150,159 @@ void grad_inputs(const ConvGeometry& g, T* dx, const T* w, const T* dy, const Co
 
 // ---- grad weights ---------------------------------------------------------------------------
 
-/// dw[k, q, tap] for kBlock filters k and one input channel q: for every tap, a dot product
-/// of the output-gradient rows with the input rows that tap reads, over batch and positions.
-template <class T, class A, int KB>
-void grad_weights_block(const ConvGeometry& g, const T* x, T* dw, const T* dy, i64 grp, i64 k0,
-                        i64 q) {
-  constexpr int V = kLanes<A>;
-  const i64 KS = g.ker_numel;
+/// Output-gradient rows per grad-weights block, and innermost taps per pass: KB x TB vector
+/// accumulators (16 for float) over kLanes positions, fed by KB + TB loads.
+template <class A>
+inline constexpr int kWgradRowsOf = std::is_same_v<A, float> ? 4 : 2;
+
+/// Integer vector matching VecOf<A> lane for lane (the mask type of a vector select).
+template <class A>
+using MaskOf = std::conditional_t<std::is_same_v<A, float>,
+                                  std::int32_t __attribute__((vector_size(64))),
+                                  std::int64_t __attribute__((vector_size(64)))>;
+
+/// dw[k0 .. k0+KB, q, (t0, t1, t2 .. t2+TB)]: for each tap a dot product of output-gradient
+/// rows with the input rows the tap reads, over the batch and every output position.
+///
+/// Each input row is first copied into a zero-padded window, so every tap loads whole
+/// vectors; a row whose length is not a multiple of kLanes ends with a tile overlapping its
+/// predecessor, whose already-counted lanes are removed by selecting zero for their products
+/// (a select, not a multiply by zero, so infinities in the data stay exact). Rows shorter
+/// than kLanes copy their output gradients into zero-padded lanes too.
+template <class T, class A, int KB, int TB>
+void grad_weights_taps(const ConvGeometry& g, const T* x, T* dw, const T* dy, i64 grp, i64 k0,
+                       i64 q, i64 t0, i64 t1, i64 t2) {
+  using V = VecOf<A>;
+  using M = MaskOf<A>;
+  constexpr int L = static_cast<int>(64 / sizeof(A));
+  constexpr int NV = kLanes / L;
   const i64 s2 = g.stride[2];
-  for (i64 t0 = 0; t0 < g.ker[0]; ++t0)
-    for (i64 t1 = 0; t1 < g.ker[1]; ++t1)
-      for (i64 t2 = 0; t2 < g.ker[2]; ++t2) {
-        i64 lo0, hi0, lo1, hi1, lo2, hi2;
-        g.valid_out_range(0, t0, lo0, hi0);
-        g.valid_out_range(1, t1, lo1, hi1);
-        g.valid_out_range(2, t2, lo2, hi2);
-        const i64 off2 = t2 * g.dil[2] - g.pad[2];
-        A lanes[KB][V] = {};
-        A tail[KB] = {};
-        for (i64 n = 0; n < g.N; ++n) {
-          const T* xq = x + (n * g.C + grp * g.Cg + q) * g.in_numel;
-          const T* dyk = dy + (n * g.K + k0) * g.out_numel;
-          for (i64 o0 = lo0; o0 < hi0; ++o0)
-            for (i64 o1 = lo1; o1 < hi1; ++o1) {
-              const i64 i0 = o0 * g.stride[0] - g.pad[0] + t0 * g.dil[0];
-              const i64 i1 = o1 * g.stride[1] - g.pad[1] + t1 * g.dil[1];
-              const T* xr = xq + (i0 * g.in[1] + i1) * g.in[2];
-              const T* dr = dyk + (o0 * g.out[1] + o1) * g.out[2];
-              i64 o2 = lo2;
-              for (; o2 + V <= hi2; o2 += V) {
-                A xv[V];
-                for (int v = 0; v < V; ++v) xv[v] = static_cast<A>(xr[(o2 + v) * s2 + off2]);
-                for (int kk = 0; kk < KB; ++kk)
-                  for (int v = 0; v < V; ++v)
-                    lanes[kk][v] += static_cast<A>(dr[kk * g.out_numel + o2 + v]) * xv[v];
-              }
-              for (; o2 < hi2; ++o2) {
-                const A xv = static_cast<A>(xr[o2 * s2 + off2]);
-                for (int kk = 0; kk < KB; ++kk)
-                  tail[kk] += static_cast<A>(dr[kk * g.out_numel + o2]) * xv;
-              }
-            }
+  const i64 W = g.out[2];
+  i64 lo0, hi0, lo1, hi1;
+  g.valid_out_range(0, t0, lo0, hi0);
+  g.valid_out_range(1, t1, lo1, hi1);
+  i64 off[TB];  // tap b reads x at o2 * s2 + off[b]; off grows with b
+  for (int b = 0; b < TB; ++b) off[b] = (t2 + b) * g.dil[2] - g.pad[2];
+  const i64 span = std::max<i64>(W, kLanes);  // positions the tiles touch
+  const i64 win_len = (span - 1) * s2 + (off[TB - 1] - off[0]) + 1;
+  const bool short_rows = W < kLanes;
+  const i64 last_start = short_rows ? 0 : W - kLanes;
+  const i64 aligned_end = W - W % kLanes;  // tiles before this one are whole
+  // Lanes of the overlapping last tile that the previous tile already counted.
+  M keep[NV];
+  for (int v = 0; v < NV; ++v)
+    for (int l = 0; l < L; ++l) keep[v][l] = (last_start + v * L + l >= aligned_end) ? -1 : 0;
+
+  V acc[KB][TB][NV];
+  for (int kk = 0; kk < KB; ++kk)
+    for (int b = 0; b < TB; ++b)
+      for (int v = 0; v < NV; ++v) acc[kk][b][v] = V{};
+  T xw[kMaxWindow];
+  alignas(64) A dyw[KB][kLanes];
+  for (i64 n = 0; n < g.N; ++n) {
+    const T* xq = x + (n * g.C + grp * g.Cg + q) * g.in_numel;
+    const T* dyk = dy + (n * g.K + k0) * g.out_numel;
+    for (i64 o0 = lo0; o0 < hi0; ++o0)
+      for (i64 o1 = lo1; o1 < hi1; ++o1) {
+        const i64 i0 = o0 * g.stride[0] - g.pad[0] + t0 * g.dil[0];
+        const i64 i1 = o1 * g.stride[1] - g.pad[1] + t1 * g.dil[1];
+        const T* xr = xq + (i0 * g.in[1] + i1) * g.in[2];
+        const T* dr = dyk + (o0 * g.out[1] + o1) * g.out[2];
+        // xw[i] = input element off[0] + i of the row, zero in the padding.
+        const i64 c_lo = std::clamp<i64>(-off[0], 0, win_len);
+        const i64 c_hi = std::clamp<i64>(g.in[2] - off[0], c_lo, win_len);
+        for (i64 i = 0; i < c_lo; ++i) xw[i] = T(0);
+        std::memcpy(xw + c_lo, xr + (off[0] + c_lo), static_cast<std::size_t>(c_hi - c_lo) * sizeof(T));
+        for (i64 i = c_hi; i < win_len; ++i) xw[i] = T(0);
+        if (short_rows) {
+          for (int kk = 0; kk < KB; ++kk)
+            for (int l = 0; l < kLanes; ++l)
+              dyw[kk][l] = l < W ? static_cast<A>(dr[kk * g.out_numel + l]) : A(0);
         }
-        const i64 wt = (g.wtap(0, t0) * g.ker[1] + g.wtap(1, t1)) * g.ker[2] + g.wtap(2, t2);
-        for (int kk = 0; kk < KB; ++kk) {
-          A sum = tail[kk];
-          for (int v = 0; v < V; ++v) sum += lanes[kk][v];
-          dw[((k0 + kk) * g.Cg + q) * KS + wt] = static_cast<T>(sum);
+        auto tile = [&](i64 o2, bool overlap) {
+          V xv[TB][NV], dv[KB][NV];
+          for (int b = 0; b < TB; ++b)
+            for (int v = 0; v < NV; ++v) {
+              const T* p = xw + (o2 + v * L) * s2 + (off[b] - off[0]);
+              xv[b][v] = s2 == 1 ? detail::load_lanes<A, T, true>(p, 1) : detail::load_lanes<A, T, false>(p, s2);
+            }
+          for (int kk = 0; kk < KB; ++kk)
+            for (int v = 0; v < NV; ++v)
+              dv[kk][v] = short_rows ? detail::load_lanes<A, A, true>(&dyw[kk][v * L], 1)
+                                     : detail::load_lanes<A, T, true>(dr + kk * g.out_numel + o2 + v * L, 1);
+          for (int kk = 0; kk < KB; ++kk)
+            for (int b = 0; b < TB; ++b)
+              for (int v = 0; v < NV; ++v) {
+                if (overlap) acc[kk][b][v] += keep[v] ? dv[kk][v] * xv[b][v] : V{};
+                else acc[kk][b][v] += dv[kk][v] * xv[b][v];
+              }
+        };
+        i64 o2 = 0;
+        for (; o2 + kLanes <= W; o2 += kLanes) tile(o2, false);
+        if (short_rows) tile(0, false);
+        else if (o2 < W) tile(last_start, true);
+      }
+  }
+  for (int kk = 0; kk < KB; ++kk)
+    for (int b = 0; b < TB; ++b) {
+      A sum = 0;
+      for (int v = 0; v < NV; ++v)
+        for (int l = 0; l < L; ++l) sum += acc[kk][b][v][l];
+      const i64 wt = (g.wtap(0, t0) * g.ker[1] + g.wtap(1, t1)) * g.ker[2] + g.wtap(2, t2 + b);
+      dw[((k0 + kk) * g.Cg + q) * g.ker_numel + wt] = static_cast<T>(sum);
+    }
+}
+
+/// The same sums one position at a time, for taps whose window would exceed kMaxWindow.
+template <class T, class A, int KB>
+void grad_weights_tap_scalar(const ConvGeometry& g, const T* x, T* dw, const T* dy, i64 grp,
+                             i64 k0, i64 q, i64 t0, i64 t1, i64 t2) {
+  i64 lo0, hi0, lo1, hi1, lo2, hi2;
+  g.valid_out_range(0, t0, lo0, hi0);
+  g.valid_out_range(1, t1, lo1, hi1);
+  g.valid_out_range(2, t2, lo2, hi2);
+  const i64 off2 = t2 * g.dil[2] - g.pad[2];
+  A acc[KB] = {};
+  for (i64 n = 0; n < g.N; ++n)
+    for (i64 o0 = lo0; o0 < hi0; ++o0)
+      for (i64 o1 = lo1; o1 < hi1; ++o1) {
+        const i64 i0 = o0 * g.stride[0] - g.pad[0] + t0 * g.dil[0];
+        const i64 i1 = o1 * g.stride[1] - g.pad[1] + t1 * g.dil[1];
+        const T* xr = x + (n * g.C + grp * g.Cg + q) * g.in_numel + (i0 * g.in[1] + i1) * g.in[2];
+        const T* dr = dy + (n * g.K + k0) * g.out_numel + (o0 * g.out[1] + o1) * g.out[2];
+        for (i64 o2 = lo2; o2 < hi2; ++o2) {
+          const A xv = static_cast<A>(xr[o2 * g.stride[2] + off2]);
+          for (int kk = 0; kk < KB; ++kk) acc[kk] += static_cast<A>(dr[kk * g.out_numel + o2]) * xv;
         }
       }
+  const i64 wt = (g.wtap(0, t0) * g.ker[1] + g.wtap(1, t1)) * g.ker[2] + g.wtap(2, t2);
+  for (int kk = 0; kk < KB; ++kk) dw[((k0 + kk) * g.Cg + q) * g.ker_numel + wt] = static_cast<T>(acc[kk]);
+}
+
+/// All taps of filters [k0, k0 + KB) and input channel q, innermost taps in passes of <= 3.
+template <class T, class A, int KB>
+void grad_weights_block(const ConvGeometry& g, const T* x, T* dw, const T* dy, i64 grp, i64 k0, i64 q) {
+  for (i64 t0 = 0; t0 < g.ker[0]; ++t0)
+    for (i64 t1 = 0; t1 < g.ker[1]; ++t1) {
+      // The window of a pass spans the row plus the pass's taps (dilated) plus stride gaps.
+      const i64 span = std::max<i64>(g.out[2], kLanes);
+      if ((span - 1) * g.stride[2] + 2 * g.dil[2] + 1 > kMaxWindow) {
+        for (i64 t2 = 0; t2 < g.ker[2]; ++t2) grad_weights_tap_scalar<T, A, KB>(g, x, dw, dy, grp, k0, q, t0, t1, t2);
+        continue;
+      }
+      i64 t2 = 0;
+      for (; t2 + 3 <= g.ker[2]; t2 += 3) grad_weights_taps<T, A, KB, 3>(g, x, dw, dy, grp, k0, q, t0, t1, t2);
+      if (t2 + 2 <= g.ker[2]) {
+        grad_weights_taps<T, A, KB, 2>(g, x, dw, dy, grp, k0, q, t0, t1, t2);
+        t2 += 2;
+      }
+      if (t2 < g.ker[2]) grad_weights_taps<T, A, KB, 1>(g, x, dw, dy, grp, k0, q, t0, t1, t2);
+    }
 }
 
 template <class T, class A>
 void grad_weights(const ConvGeometry& g, const T* x, T* dw, const T* dy, const ConvContext& ctx) {
+  constexpr i64 kBlock = kWgradRowsOf<A>;
   const i64 nkb = (g.Kg + kBlock - 1) / kBlock;
   parallel(ctx, g.G * nkb * g.Cg, [&](i64 begin, i64 end) {
     for (i64 idx = begin; idx < end; ++idx) {

@@ -24,6 +24,7 @@
 #include <atomic>
 #include <cstring>
 #include <thread>
+#include <type_traits>
 
 #include "convgraph/backends/cpu/algorithms.hpp"
 #include "convgraph/runtime/thread_pool.hpp"
@@ -124,38 +125,70 @@ struct Job {
 // ---------------------------------------------------------------------------------------
 // Filter transform: U = G g G^T, packed as U[gr][e][kb][ci][kMR].
 
+/// G g for 3 taps (one column or row of the filter): G's rows are (1/4, 0, 0),
+/// -(1, 1, 1)/6, -(1, -1, 1)/6, (1/24, 1/12, 1/6), (1/24, -1/12, 1/6), (0, 0, 1).
+inline void g3(const v16 v[3], v16 o[6]) {
+  const v16 s02 = v[0] + v[2];
+  o[0] = v[0] * 0.25f;
+  o[1] = (s02 + v[1]) * (-1.0f / 6);
+  o[2] = (s02 - v[1]) * (-1.0f / 6);
+  const v16 a = v[0] * (1.0f / 24) + v[2] * (1.0f / 6), b = v[1] * (1.0f / 12);
+  o[3] = a + b;
+  o[4] = a - b;
+  o[5] = v[2];
+}
+
 void transform_filters(const ConvProblem& p, const Job& j, const float* w, float* U, ThreadPool* pool) {
-  static constexpr double Gm[6][3] = {{1.0 / 4, 0, 0},           {-1.0 / 6, -1.0 / 6, -1.0 / 6},
-                                      {-1.0 / 6, 1.0 / 6, -1.0 / 6}, {1.0 / 24, 1.0 / 12, 1.0 / 6},
-                                      {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}};
-  const i64 Kg = p.Kg(), Cg = p.Cg();
-  std::memset(U, 0, static_cast<std::size_t>(j.G * kE * j.kop * j.Ci) * sizeof(float));
-  auto body = [&](i64 r0, i64 r1) {
-    for (i64 r = r0; r < r1; ++r) {
-      const i64 gr = r / (j.Co * j.Ci), co = (r / j.Ci) % j.Co, ci = r % j.Ci;
-      // The correlation taps g[a][b] of output channel co and input channel ci.
-      double g[3][3];
-      for (int a = 0; a < 3; ++a)
-        for (int b = 0; b < 3; ++b) {
-          // forward: w[k = gr*Kg + co][c = ci]; grad: w[k = gr*Kg + ci][c = co], rotated.
-          const i64 k = gr * Kg + (j.grad ? ci : co), c = j.grad ? co : ci;
-          const bool rot = p.flip != j.grad;
-          const int wa = rot ? 2 - a : a, wb = rot ? 2 - b : b;
-          g[a][b] = w[((k * Cg + c) * 3 + wa) * 3 + wb];
+  const i64 Kg = p.Kg(), Cg = p.Cg(), nkb = j.kop / kMR;
+  const bool rot = p.flip != j.grad;  // grad_inputs uses the filter rotated by 180 degrees
+  // Task = (group, block of kMR output channels). 16 input channels are transformed at
+  // once (one per lane) into a small buffer, then each of the 36 U_e planes gets one
+  // contiguous run: writing the 36 planes directly, 1 MB apart, thrashed the L1 sets.
+  auto body = [&](i64 t0, i64 t1) {
+    alignas(64) float buf[kE][16 * kMR];
+    alignas(64) float lanes[16];
+    for (i64 task = t0; task < t1; ++task) {
+      const i64 gr = task / nkb, kb = task % nkb;
+      for (i64 c0 = 0; c0 < j.Ci; c0 += 16) {
+        const i64 cnt = std::min<i64>(16, j.Ci - c0);
+        for (int r = 0; r < kMR; ++r) {
+          const i64 co = kb * kMR + r;
+          v16 g[3][3];
+          for (int a = 0; a < 3; ++a)
+            for (int b = 0; b < 3; ++b) g[a][b] = v16{};
+          if (co < j.Co)
+            for (i64 l = 0; l < cnt; ++l) {
+              const i64 ci = c0 + l;
+              // forward: w[k = gr*Kg + co][c = ci]; grad_inputs: w[k = gr*Kg + ci][c = co].
+              const i64 k = gr * Kg + (j.grad ? ci : co), c = j.grad ? co : ci;
+              const float* wk = w + (k * Cg + c) * 9;
+              for (int a = 0; a < 3; ++a)
+                for (int b = 0; b < 3; ++b) g[a][b][l] = wk[(rot ? 2 - a : a) * 3 + (rot ? 2 - b : b)];
+            }
+          v16 t[3][6];  // t[b]: G applied to filter column b
+          for (int b = 0; b < 3; ++b) {
+            const v16 col[3] = {g[0][b], g[1][b], g[2][b]};
+            g3(col, t[b]);
+          }
+          for (int e0 = 0; e0 < 6; ++e0) {
+            const v16 row[3] = {t[0][e0], t[1][e0], t[2][e0]};
+            v16 u[6];
+            g3(row, u);
+            for (int e1 = 0; e1 < 6; ++e1) {
+              store(lanes, u[e1]);
+              float* d = buf[e0 * 6 + e1] + r;
+              for (int l = 0; l < 16; ++l) d[l * kMR] = lanes[l];
+            }
+          }
         }
-      double t[6][3];
-      for (int e = 0; e < 6; ++e)
-        for (int b = 0; b < 3; ++b) t[e][b] = Gm[e][0] * g[0][b] + Gm[e][1] * g[1][b] + Gm[e][2] * g[2][b];
-      for (int e0 = 0; e0 < 6; ++e0)
-        for (int e1 = 0; e1 < 6; ++e1) {
-          const double v = t[e0][0] * Gm[e1][0] + t[e0][1] * Gm[e1][1] + t[e0][2] * Gm[e1][2];
-          const i64 e = e0 * 6 + e1;
-          U[(((gr * kE + e) * (j.kop / kMR) + co / kMR) * j.Ci + ci) * kMR + co % kMR] = static_cast<float>(v);
-        }
+        for (int e = 0; e < kE; ++e)
+          std::memcpy(U + (((gr * kE + e) * nkb + kb) * j.Ci + c0) * kMR, buf[e],
+                      static_cast<std::size_t>(cnt * kMR) * sizeof(float));
+      }
     }
   };
-  const i64 n = j.G * j.Co * j.Ci;
-  if (pool) pool->parallel_for(n, body, 256);
+  const i64 n = j.G * nkb;
+  if (pool) pool->parallel_for(n, body, 1);
   else body(0, n);
 }
 
@@ -163,18 +196,24 @@ void transform_filters(const ConvProblem& p, const Job& j, const float* w, float
 // Input transform of one tile row of one channel: V[e][ci][base + tx].
 
 /// Splits the zero-padded source row into its 4 column phases: ph[p*Q + q] = row[4q + p - pl].
-void phase_line(const float* row, const Job& j, float* tmp, float* ph) {
-  const i64 n = 4 * j.Q;
-  std::memset(tmp, 0, static_cast<std::size_t>(n) * sizeof(float));
-  const i64 lo = std::max<i64>(0, j.pl), src0 = std::max<i64>(0, -j.pl);
-  const i64 cnt = std::min(j.W - src0, n - lo);
-  if (cnt > 0) std::memcpy(tmp + lo, row + src0, static_cast<std::size_t>(cnt) * sizeof(float));
+/// 64 source columns at a time; only chunks that overlap the row's ends go through a
+/// zero-padded copy.
+void phase_line(const float* row, const Job& j, float* ph) {
   const v16i m01 = {0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29};
   const v16i m23 = {2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31};
   const v16i lo8 = {0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23};
   const v16i hi8 = {8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31};
-  for (i64 q = 0; q < j.Q; q += 16) {
-    const float* s = tmp + 4 * q;
+  alignas(64) float tmp[64];
+  // Lanes tx < tw read phases up to q = tw; later q stay as zeroed at slot start.
+  for (i64 q = 0; q <= j.tw; q += 16) {
+    const i64 x0 = 4 * q - j.pl;  // source column of this chunk's first value
+    const float* s = row + x0;
+    if (x0 < 0 || x0 + 64 > j.W) {
+      std::memset(tmp, 0, sizeof tmp);
+      const i64 a = std::max<i64>(x0, 0), b = std::min<i64>(x0 + 64, j.W);
+      if (b > a) std::memcpy(tmp + (a - x0), row + a, static_cast<std::size_t>(b - a) * sizeof(float));
+      s = tmp;
+    }
     const v16 a0 = load(s), a1 = load(s + 16), a2 = load(s + 32), a3 = load(s + 48);
     const v16 e01 = shuf(a0, a1, m01), e23 = shuf(a2, a3, m01);
     const v16 f01 = shuf(a0, a1, m23), f23 = shuf(a2, a3, m23);
@@ -195,18 +234,29 @@ inline void bt6(const v16 d[6], v16 o[6]) {
   o[5] = 4.0f * d[1] - 5.0f * d[3] + d[5];
 }
 
-void input_row(const float* plane, const Job& j, i64 ty, float* lines, float* tmp, const float* zeros,
-               float* V, i64 vstride, i64 base) {
-  const float* ph[kAlpha];
-  for (int i = 0; i < kAlpha; ++i) {
-    const i64 y = 4 * ty - j.pt + i;
-    if (y < 0 || y >= j.H) {
-      ph[i] = zeros;
-    } else {
-      phase_line(plane + y * j.W, j, tmp, lines + i * 4 * j.Q);
-      ph[i] = lines + i * 4 * j.Q;
+/// Phase lines of the last source rows seen, in slot y mod 6: consecutive tile rows share
+/// two of their six rows.
+struct LineCache {
+  float* lines = nullptr;          ///< kAlpha lines of 4*Q floats
+  const float* zeros = nullptr;    ///< the phase line of a padding row
+  const float* plane[kAlpha] = {};  ///< which plane and row each slot holds
+  i64 row[kAlpha] = {};
+
+  const float* get(const float* pl, i64 y, const Job& j) {
+    if (y < 0 || y >= j.H) return zeros;
+    const auto slot = static_cast<std::size_t>(y % kAlpha);
+    float* ph = lines + static_cast<i64>(slot) * 4 * j.Q;
+    if (plane[slot] != pl || row[slot] != y) {
+      phase_line(pl + y * j.W, j, ph);
+      plane[slot] = pl, row[slot] = y;
     }
+    return ph;
   }
+};
+
+void input_row(const float* plane, const Job& j, i64 ty, LineCache& cache, float* V, i64 vstride, i64 base) {
+  const float* ph[kAlpha];
+  for (int i = 0; i < kAlpha; ++i) ph[i] = cache.get(plane, 4 * ty - j.pt + i, j);
   for (i64 tx = 0; tx < j.tw; tx += 16) {
     v16 h[kAlpha][kAlpha];  // h[i][s]: row i after the horizontal transform
     for (int i = 0; i < kAlpha; ++i) {
@@ -226,38 +276,54 @@ void input_row(const float* plane, const Job& j, i64 ty, float* lines, float* tm
 // ---------------------------------------------------------------------------------------
 // GEMM: M_e[co][t] = sum_ci U_e[co][ci] V_e[ci][t], kMR x (nv*16) register block.
 
-template <int NV>
+// NB consecutive packed row blocks (NB * kMR output channels) times NV vectors of tiles:
+// narrow tile blocks (small images) take more rows so there are always >= 18 accumulators.
+template <int NB, int NV>
 inline void kernel(i64 Ci, const float* __restrict u, const float* __restrict v, i64 ts, float* __restrict m) {
-  v16 acc[kMR][NV];
-  for (int r = 0; r < kMR; ++r)
+  v16 acc[NB * kMR][NV];
+  for (int r = 0; r < NB * kMR; ++r)
     for (int c = 0; c < NV; ++c) acc[r][c] = v16{};
+  const i64 ub = Ci * kMR;  // stride between packed row blocks
   for (i64 ci = 0; ci < Ci; ++ci) {
     v16 b[NV];
     for (int c = 0; c < NV; ++c) b[c] = load(v + ci * ts + 16 * c);
-#pragma GCC unroll 6
-    for (int r = 0; r < kMR; ++r) {
-      const float a = u[ci * kMR + r];
+#pragma GCC unroll 24
+    for (int r = 0; r < NB * kMR; ++r) {
+      const float a = u[(r / kMR) * ub + ci * kMR + r % kMR];
       for (int c = 0; c < NV; ++c) acc[r][c] += a * b[c];
     }
   }
-  for (int r = 0; r < kMR; ++r)
+  for (int r = 0; r < NB * kMR; ++r)
     for (int c = 0; c < NV; ++c) store(m + r * ts + 16 * c, acc[r][c]);
 }
 
-void gemm_e(const Job& j, const float* Ue, const float* Ve, float* Me) {
-  const i64 nvec = j.tbp / 16;
-  for (i64 kb = 0; kb < j.kop / kMR; ++kb) {
-    const float* u = Ue + kb * j.Ci * kMR;
-    float* m = Me + kb * kMR * j.ts;
-    i64 v = 0;
-    for (; v + kNV <= nvec; v += kNV) kernel<kNV>(j.Ci, u, Ve + 16 * v, j.ts, m + 16 * v);
-    switch (nvec - v) {
-      case 3: kernel<3>(j.Ci, u, Ve + 16 * v, j.ts, m + 16 * v); break;
-      case 2: kernel<2>(j.Ci, u, Ve + 16 * v, j.ts, m + 16 * v); break;
-      case 1: kernel<1>(j.Ci, u, Ve + 16 * v, j.ts, m + 16 * v); break;
-      default: break;
-    }
+template <int NB>
+void gemm_cols(const Job& j, const float* u, const float* Ve, float* m, i64 nvec) {
+  i64 v = 0;
+  if constexpr (NB == 1) {
+    for (; v + kNV <= nvec; v += kNV) kernel<1, kNV>(j.Ci, u, Ve + 16 * v, j.ts, m + 16 * v);
+    if (nvec - v == 3) kernel<1, 3>(j.Ci, u, Ve + 16 * v, j.ts, m + 16 * v);
+    if (nvec - v == 2) kernel<1, 2>(j.Ci, u, Ve + 16 * v, j.ts, m + 16 * v);
+    if (nvec - v == 1) kernel<1, 1>(j.Ci, u, Ve + 16 * v, j.ts, m + 16 * v);
+  } else {
+    constexpr int NV = NB == 2 ? 2 : 1;  // gemm_e picks NB so that nvec == NV here
+    kernel<NB, NV>(j.Ci, u, Ve, j.ts, m);
   }
+}
+
+void gemm_e(const Job& j, const float* Ue, const float* Ve, float* Me) {
+  const i64 nvec = j.tbp / 16, nkb = j.kop / kMR;
+  const int nb = nvec >= 3 ? 1 : nvec == 2 ? 2 : 4;
+  i64 kb = 0;
+  auto at = [&](i64 b, auto tag) {
+    constexpr int NB = decltype(tag)::value;
+    gemm_cols<NB>(j, Ue + b * j.Ci * kMR, Ve, Me + b * kMR * j.ts, nvec);
+  };
+  if (nb == 4)
+    for (; kb + 4 <= nkb; kb += 4) at(kb, std::integral_constant<int, 4>{});
+  if (nb >= 2)
+    for (; kb + 2 <= nkb; kb += 2) at(kb, std::integral_constant<int, 2>{});
+  for (; kb < nkb; ++kb) at(kb, std::integral_constant<int, 1>{});
 }
 
 // ---------------------------------------------------------------------------------------
@@ -295,12 +361,12 @@ void output_row(const float* M, i64 mstride, i64 base, const Job& j, i64 ty, flo
       const v16 q0 = shuf(o[2], o[3], p_lo), q1 = shuf(o[2], o[3], p_hi);
       const v16 out[4] = {shuf(p0, q0, q_lo), shuf(p0, q0, q_hi), shuf(p1, q1, q_lo), shuf(p1, q1, q_hi)};
       float* dst = plane + (4 * ty + a) * j.OW + x0;
-      if (cols == 64) {
-        for (int v = 0; v < 4; ++v) store(dst + 16 * v, out[v]);
-      } else {
-        alignas(64) float buf[64];
-        for (int v = 0; v < 4; ++v) store(buf + 16 * v, out[v]);
-        std::memcpy(dst, buf, static_cast<std::size_t>(cols) * sizeof(float));
+      int v = 0;
+      for (; v < 4 && 16 * (v + 1) <= cols; ++v) store(dst + 16 * v, out[v]);
+      if (v < 4 && 16 * v < cols) {
+        alignas(64) float buf[16];
+        store(buf, out[v]);
+        std::memcpy(dst + 16 * v, buf, static_cast<std::size_t>(cols - 16 * v) * sizeof(float));
       }
     }
   }
@@ -329,9 +395,9 @@ void run_winograd(const ConvProblem& p, const ConvTensors& t, const ConvContext&
       float* S = ws + j.slot_off + slot * j.slot_size;
       float* V = S + j.v_off;
       float* M = S + j.m_off;
-      float* lines = S + j.line_off;
-      float* tmp = lines + kAlpha * 4 * j.Q;
-      float* zeros = tmp + 4 * j.Q;  // the phase line of a row in the padding
+      LineCache cache;
+      cache.lines = S + j.line_off;
+      cache.zeros = cache.lines + kAlpha * 4 * j.Q;
       // Zero V and M once: lanes past a block's last tile go through the GEMM and the
       // output transform but are never stored; zeros keep them finite.
       std::memset(S, 0, static_cast<std::size_t>(j.slot_size) * sizeof(float));
@@ -341,9 +407,10 @@ void run_winograd(const ConvProblem& p, const ConvTensors& t, const ConvContext&
         // 1. input transform
         for (i64 ci = 0; ci < j.Ci; ++ci)
           for (i64 r = r0; r < r1; ++r) {
+            if (r == r0) std::fill(std::begin(cache.plane), std::end(cache.plane), nullptr);
             const i64 n = r / j.th, ty = r % j.th;
             const float* plane = src + (n * Cin + gr * j.Ci + ci) * j.H * j.W;
-            input_row(plane, j, ty, lines, tmp, zeros, V + ci * j.ts, j.Ci * j.ts, (r - r0) * j.tw);
+            input_row(plane, j, ty, cache, V + ci * j.ts, j.Ci * j.ts, (r - r0) * j.tw);
           }
         // 2. GEMMs
         for (int e = 0; e < kE; ++e)

@@ -16,6 +16,7 @@ using sgemm_detail::GemmArgs;
 
 constexpr int kMR = 6;
 constexpr int kNR = 16;
+constexpr std::int64_t kKC = 256;
 
 // Lane mask for the first n (clamped to 0..8) floats of a ymm load/store.
 CG_AVX2 inline __m256i lane_mask(int n) {
@@ -23,9 +24,14 @@ CG_AVX2 inline __m256i lane_mask(int n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), idx);
 }
 
+// The A sliver is k-major (a[k*6 + i], KMAJOR) or row-major with row stride kKC
+// (a[i*kKC + k]), whichever op(A)'s storage gives by a plain copy.
+template <bool KMAJOR>
 CG_AVX2 void kernel_6x16(std::int64_t kc, const float* __restrict a, const float* __restrict b,
                          float* c, std::int64_t ldc, int m, int n, float alpha, float beta,
                          bool first) {
+  constexpr std::int64_t kStep = KMAJOR ? kMR : 1;
+  constexpr std::int64_t kRow = KMAJOR ? 1 : kKC;
   __m256 c0[kMR], c1[kMR];
 #pragma GCC unroll 6
   for (int i = 0; i < kMR; ++i) {
@@ -41,11 +47,11 @@ CG_AVX2 void kernel_6x16(std::int64_t kc, const float* __restrict a, const float
     const __m256 b1 = _mm256_load_ps(b + 8);
 #pragma GCC unroll 6
     for (int i = 0; i < kMR; ++i) {
-      const __m256 ai = _mm256_set1_ps(a[i]);
+      const __m256 ai = _mm256_set1_ps(a[i * kRow]);
       c0[i] = _mm256_fmadd_ps(ai, b0, c0[i]);
       c1[i] = _mm256_fmadd_ps(ai, b1, c1[i]);
     }
-    a += kMR;
+    a += kStep;
     b += kNR;
   }
 
@@ -83,6 +89,31 @@ CG_AVX2 void kernel_6x16(std::int64_t kc, const float* __restrict a, const float
   }
 }
 
+// Rows i0..i0+m of op(A), depth p0..p0+kc, copied in the layout the kernel reads; rows
+// m..5 are zeroed (the kernel computes all six and stores m).
+CG_AVX2 void pack_a_avx2(const GemmArgs& g, std::int64_t i0, int m, std::int64_t p0,
+                         std::int64_t kc, float* dst) {
+  if (g.ta) {
+    const float* src = g.A + p0 * g.lda + i0;
+    for (std::int64_t k = 0; k < kc; ++k) {
+      for (int i = 0; i < m; ++i) dst[k * kMR + i] = src[k * g.lda + i];
+      for (int i = m; i < kMR; ++i) dst[k * kMR + i] = 0.0f;
+    }
+    return;
+  }
+  const std::int64_t kfull = kc - kc % 8;
+  for (int i = 0; i < kMR; ++i) {
+    float* d = dst + i * kKC;
+    if (i >= m) {
+      for (std::int64_t k = 0; k < kc; ++k) d[k] = 0.0f;
+      continue;
+    }
+    const float* src = g.A + (i0 + i) * g.lda + p0;
+    for (std::int64_t k = 0; k < kfull; k += 8) _mm256_store_ps(d + k, _mm256_loadu_ps(src + k));
+    for (std::int64_t k = kfull; k < kc; ++k) d[k] = src[k];
+  }
+}
+
 CG_AVX2 void pack_b_avx2(const GemmArgs& g, std::int64_t p0, std::int64_t kc, std::int64_t j0,
                          int n, float* dst) {
   if (!g.tb && n == kNR) {  // the common case: two contiguous 8-float runs per k
@@ -99,12 +130,12 @@ CG_AVX2 void pack_b_avx2(const GemmArgs& g, std::int64_t p0, std::int64_t kc, st
 struct Avx2Traits {
   static constexpr int kMR = convgraph::cpu::kMR;
   static constexpr int kNR = convgraph::cpu::kNR;
-  static constexpr std::int64_t kKC = 256;
+  static constexpr std::int64_t kKC = convgraph::cpu::kKC;
   static constexpr std::int64_t kNC = 512;
   static constexpr std::int64_t kABuf = kMR * kKC;
   static void pack_a(const GemmArgs& g, std::int64_t i0, int m, std::int64_t p0, std::int64_t kc,
                      float* dst) {
-    sgemm_detail::pack_a_generic<kMR>(g, i0, m, p0, kc, dst);
+    pack_a_avx2(g, i0, m, p0, kc, dst);
   }
   static void pack_b(const GemmArgs& g, std::int64_t p0, std::int64_t kc, std::int64_t j0, int n,
                      float* dst) {
@@ -112,7 +143,10 @@ struct Avx2Traits {
   }
   static void kernel(const GemmArgs& g, std::int64_t kc, const float* a, const float* b, float* c,
                      int m, int n, bool first) {
-    kernel_6x16(kc, a, b, c, g.ldc, m, n, g.alpha, g.beta, first);
+    if (g.ta)
+      kernel_6x16<true>(kc, a, b, c, g.ldc, m, n, g.alpha, g.beta, first);
+    else
+      kernel_6x16<false>(kc, a, b, c, g.ldc, m, n, g.alpha, g.beta, first);
   }
 };
 

@@ -1,8 +1,9 @@
 // cuda.corrmm: im2col / col2im (conv_corrmm.cu) + cuBLAS strided-batched GEMM over
-// groups, for all three directions (plan in include/convgraph/backends/cuda/conv_cuda.hpp).
+// groups, for all three directions. The step sequence is corrmm_run (conv_drivers.hpp).
 #include <climits>
 #include <memory>
 
+#include "backends/cuda/conv_drivers.hpp"
 #include "backends/cuda/cuda_check.hpp"
 #include "backends/cuda/cuda_handles.hpp"
 #include "backends/cuda/kernels.hpp"
@@ -36,64 +37,36 @@ std::size_t corrmm_workspace_bytes(const ConvProblem& p) {
 
 namespace {
 
-cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha,
-                    const float* a, int lda, long long sa, const float* b, int ldb, long long sb, float beta, float* c,
-                    int ldc, long long sc, int batch) {
+// cuBLAS's strided-batched GEMM for float and double under one name.
+cublasStatus_t cublas_gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                           float alpha, const float* a, int lda, long long sa, const float* b, int ldb, long long sb,
+                           float beta, float* c, int ldc, long long sc, int batch) {
   return cublasSgemmStridedBatched(h, ta, tb, m, n, k, &alpha, a, lda, sa, b, ldb, sb, &beta, c, ldc, sc, batch);
 }
-cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, double alpha,
-                    const double* a, int lda, long long sa, const double* b, int ldb, long long sb, double beta,
-                    double* c, int ldc, long long sc, int batch) {
+cublasStatus_t cublas_gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                           double alpha, const double* a, int lda, long long sa, const double* b, int ldb,
+                           long long sb, double beta, double* c, int ldc, long long sc, int batch) {
   return cublasDgemmStridedBatched(h, ta, tb, m, n, k, &alpha, a, lda, sa, b, ldb, sb, &beta, c, ldc, sc, batch);
 }
 
-// Row-major operands are passed to column-major cuBLAS as their transposes, so each
-// call below computes the row-major product written in its comment.
+/// The driver's steps on the GPU: kernels on `stream`, cuBLAS on its handle for `stream`.
+template <class T>
+struct GpuCorrOps {
+  cudaStream_t stream;
+  cublasHandle_t handle;
+  void im2col(const T* x, T* col, const kernels::ColGeometry& g) { kernels::im2col(x, col, g, stream); }
+  void col2im(const T* col, T* x, const kernels::ColGeometry& g) { kernels::col2im(col, x, g, stream); }
+  void gemm(bool ta, bool tb, int m, int n, int k, T alpha, const T* a, int lda, long long sa, const T* b, int ldb,
+            long long sb, T beta, T* c, int ldc, long long sc, int batch) {
+    CG_CUBLAS_CHECK(cublas_gemm(handle, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, alpha,
+                               a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch));
+  }
+};
+
 template <class T>
 void run_corrmm(const ConvProblem& p, const ConvTensors& t, T* col, cudaStream_t stream) {
-  kernels::ColGeometry geo;
-  geo.channels = p.C;
-  for (int a = 0; a < 3; ++a) {
-    const auto ua = static_cast<std::size_t>(a);
-    const bool used = a < p.ndim;
-    geo.in[a] = used ? p.in[ua] : 1;
-    geo.kernel[a] = used ? p.kernel[ua] : 1;
-    geo.out[a] = used ? p.out[ua] : 1;
-    geo.stride[a] = used ? p.stride[ua] : 1;
-    geo.dilation[a] = used ? p.dilation[ua] : 1;
-    geo.pad[a] = used ? p.pad_pre[ua] : 0;
-  }
-  geo.flip = p.flip;
-  const cublasHandle_t h = cublas_handle(stream);
-  const int P = static_cast<int>(p.out_numel());
-  const int Kg = static_cast<int>(p.Kg());
-  const int R = static_cast<int>(p.Cg() * p.kernel_numel());  // rows of one group's col block
-  const int G = static_cast<int>(p.G);
-  const long long col_g = static_cast<long long>(R) * P, w_g = static_cast<long long>(Kg) * R,
-                  y_g = static_cast<long long>(Kg) * P;
-  const long long x_n = p.C * p.in_numel(), y_n = p.K * p.out_numel();
-  T* x = static_cast<T*>(t.x);
-  T* w = static_cast<T*>(t.w);
-  T* y = static_cast<T*>(t.y);
-  for (std::int64_t n = 0; n < p.N; ++n) {
-    switch (p.direction) {
-      case ConvDirection::forward:  // y[n]_g (Kg x P) = W_g (Kg x R) * col_g (R x P)
-        kernels::im2col(x + n * x_n, col, geo, stream);
-        CG_CUBLAS_CHECK(gemm(h, CUBLAS_OP_N, CUBLAS_OP_N, P, Kg, R, T(1), col, P, col_g, w, R, w_g, T(0),
-                             y + n * y_n, P, y_g, G));
-        break;
-      case ConvDirection::grad_inputs:  // col_g (R x P) = W_g^T (R x Kg) * dy[n]_g (Kg x P)
-        CG_CUBLAS_CHECK(gemm(h, CUBLAS_OP_N, CUBLAS_OP_T, P, R, Kg, T(1), y + n * y_n, P, y_g, w, R, w_g, T(0), col,
-                             P, col_g, G));
-        kernels::col2im(col, x + n * x_n, geo, stream);
-        break;
-      case ConvDirection::grad_weights:  // dW_g (Kg x R) += dy[n]_g (Kg x P) * col_g^T (P x R)
-        kernels::im2col(x + n * x_n, col, geo, stream);
-        CG_CUBLAS_CHECK(gemm(h, CUBLAS_OP_T, CUBLAS_OP_N, R, Kg, P, T(1), col, P, col_g, y + n * y_n, P, y_g,
-                             n == 0 ? T(0) : T(1), w, R, w_g, G));
-        break;
-    }
-  }
+  GpuCorrOps<T> ops{stream, cublas_handle(stream)};
+  corrmm_run<T>(p, static_cast<T*>(t.x), static_cast<T*>(t.w), static_cast<T*>(t.y), col, ops);
 }
 
 class CorrMM final : public ConvAlgorithm {

@@ -5,11 +5,12 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "backends/cuda/registration.hpp"
+#include "backends/cuda/conv_drivers.hpp"
 #include "backends/cuda/cuda_check.hpp"
 #include "backends/cuda/cuda_handles.hpp"
 #include "backends/cuda/cudnn_descriptors.hpp"
 #include "backends/cuda/kernels.hpp"
+#include "backends/cuda/registration.hpp"
 #include "convgraph/backends/conv_algorithm.hpp"
 #include "convgraph/backends/cuda.hpp"
 #include "convgraph/backends/cuda/cudnn_algorithms.hpp"
@@ -86,20 +87,6 @@ Query query_workspace(const CudnnAlgoInfo& a, const CudnnConvPlan& plan) {
   return q;
 }
 
-kernels::GatherSpec pad_spec(const ConvProblem& p, const CudnnPadPlan& pad, bool crop) {
-  kernels::GatherSpec s;
-  s.batch = p.N * p.C;
-  for (int a = 0; a < p.ndim; ++a) {
-    const auto ua = static_cast<std::size_t>(a);
-    // Spatial axes are right-aligned in the 3-slot spec so extent-1 slots lead.
-    const int slot = 3 - p.ndim + a;
-    s.dst[slot] = crop ? p.in[ua] : pad.padded_in[ua];
-    s.src[slot] = crop ? pad.padded_in[ua] : p.in[ua];
-    s.add[slot] = crop ? pad.extra_pre[ua] : -pad.extra_pre[ua];
-  }
-  return s;
-}
-
 kernels::Elem elem_of(DType t) {
   return t == DType::float64 ? kernels::Elem::f64 : t == DType::float32 ? kernels::Elem::f32 : kernels::Elem::raw16;
 }
@@ -149,7 +136,7 @@ class CudnnConvAlgorithm final : public ConvAlgorithm {
     if (pad) {
       x = ws;  // xp: the zero-padded input (forward, grad_weights) or dxp (grad_inputs)
       if (p.direction != ConvDirection::grad_inputs)
-        kernels::gather_nd(elem_of(p.dtype), t.x, x, pad_spec(p, plan.explicit_pad, false), 1.0, stream);
+        kernels::gather_nd(elem_of(p.dtype), t.x, x, cudnn_pad_spec(p, plan.explicit_pad, false), 1.0, stream);
     }
     // alpha/beta are double for double data and float otherwise (cuDNN's scaling rule);
     // beta = 0 means the output is overwritten without being read.
@@ -168,7 +155,7 @@ class CudnnConvAlgorithm final : public ConvAlgorithm {
         CG_CUDNN_CHECK(cudnnConvolutionBackwardData(h, alpha, d.w.get(), t.w, d.y.get(), t.y, d.conv.get(),
                                                     static_cast<cudnnConvolutionBwdDataAlgo_t>(info_.algo),
                                                     cudnn_ws, q.bytes, beta, d.x.get(), x));
-        if (pad) kernels::gather_nd(elem_of(p.dtype), x, t.x, pad_spec(p, plan.explicit_pad, true), 1.0, stream);
+        if (pad) kernels::gather_nd(elem_of(p.dtype), x, t.x, cudnn_pad_spec(p, plan.explicit_pad, true), 1.0, stream);
         break;
       case ConvDirection::grad_weights:
         CG_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, alpha, d.x.get(), x, d.y.get(), t.y, d.conv.get(),

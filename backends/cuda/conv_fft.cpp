@@ -1,5 +1,6 @@
-// cuda.fft: cuFFT convolution for stride 1, all three directions (plan in
-// include/convgraph/backends/cuda/conv_cuda.hpp; multiply-accumulate in conv_fft.cu).
+// cuda.fft: cuFFT convolution for stride 1, all three directions. Geometry in
+// include/convgraph/backends/cuda/conv_cuda.hpp, the step sequence in conv_drivers.hpp
+// (fft_run), the multiply-accumulate kernel in conv_fft.cu.
 //
 // Per axis, with x_pad = x zero-padded by (pre, post), h = the filter dilated (and
 // flipped for true convolution) and every signal zero-padded to F >= in + pre + post:
@@ -15,6 +16,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "backends/cuda/conv_drivers.hpp"
 #include "backends/cuda/cuda_check.hpp"
 #include "backends/cuda/cuda_handles.hpp"
 #include "backends/cuda/kernels.hpp"
@@ -79,8 +81,6 @@ FftGeometry fft_geometry(const ConvProblem& p) {
 
 namespace {
 
-enum Family { kX = 0, kW = 1, kY = 2 };
-
 /// Three cuFFT plans for one problem: R2C for the two inputs' families, C2R for the
 /// output's. They share one caller-provided work area (auto-allocation is off).
 struct FftPlans {
@@ -94,17 +94,13 @@ struct FftPlans {
   }
 };
 
-Family output_family(ConvDirection d) {
-  return d == ConvDirection::forward ? kY : d == ConvDirection::grad_inputs ? kX : kW;
-}
-
 std::shared_ptr<FftPlans> make_plans(const ConvProblem& p, const FftGeometry& g) {
   auto plans = std::make_shared<FftPlans>();
   const bool dbl = p.dtype == DType::float64;
   const std::int64_t batch[3] = {p.N * p.C, p.K * p.Cg(), p.N * p.K};
   long long n[3];
   for (int a = 0; a < g.ndim; ++a) n[a] = g.size[static_cast<std::size_t>(a)];
-  const Family out = output_family(p.direction);
+  const FftFamily out = fft_output_family(p.direction);
   for (int f = 0; f < 3; ++f) {
     const bool inverse = f == out;
     const cufftType type = dbl ? (inverse ? CUFFT_Z2D : CUFFT_D2Z) : (inverse ? CUFFT_C2R : CUFFT_R2C);
@@ -140,54 +136,35 @@ std::shared_ptr<FftPlans> plans_for(const ConvProblem& p, const FftGeometry& g) 
   return cache->emplace(key, plans).first->second;
 }
 
-struct Buffers {
-  void* real;
-  void* spectra[3];
-  void* work;
+/// The driver's steps on the GPU: gathers and the multiply-accumulate are kernels on
+/// `stream`, the transforms are the cached plans (already bound to `stream` and the work
+/// area by run()).
+struct GpuFftOps {
+  cudaStream_t stream;
+  FftPlans* plans;
+  bool dbl;
+  void gather(const void* src, void* dst, const kernels::GatherSpec& s, double scale) {
+    kernels::gather_nd(dbl ? kernels::Elem::f64 : kernels::Elem::f32, src, dst, s, scale, stream);
+  }
+  void r2c(FftFamily f, void* real, void* spectrum) {
+    if (dbl)
+      CG_CUFFT_CHECK(cufftExecD2Z(plans->plan[f], static_cast<cufftDoubleReal*>(real),
+                                  static_cast<cufftDoubleComplex*>(spectrum)));
+    else
+      CG_CUFFT_CHECK(cufftExecR2C(plans->plan[f], static_cast<cufftReal*>(real), static_cast<cufftComplex*>(spectrum)));
+  }
+  void c2r(FftFamily f, void* spectrum, void* real) {
+    // Multi-dimensional C2R may overwrite its input; the spectrum is not needed after.
+    if (dbl)
+      CG_CUFFT_CHECK(cufftExecZ2D(plans->plan[f], static_cast<cufftDoubleComplex*>(spectrum),
+                                  static_cast<cufftDoubleReal*>(real)));
+    else
+      CG_CUFFT_CHECK(cufftExecC2R(plans->plan[f], static_cast<cufftComplex*>(spectrum), static_cast<cufftReal*>(real)));
+  }
+  void mac(kernels::MacMode mode, const void* a, const void* b, void* out, const kernels::MacShape& s) {
+    kernels::spectral_mac(mode, dbl, a, b, out, s, stream);
+  }
 };
-
-Buffers carve(const ConvProblem& p, const FftGeometry& g, void* workspace) {
-  const std::size_t es = dtype_size(p.dtype);
-  const std::int64_t count[3] = {p.N * p.C, p.K * p.Cg(), p.N * p.K};
-  char* at = static_cast<char*>(workspace);
-  Buffers b{};
-  b.real = at;
-  at += align_up(g.real_bytes);
-  for (int f = 0; f < 3; ++f) {
-    b.spectra[f] = at;
-    at += align_up(static_cast<std::size_t>(count[f] * g.complex_per_signal) * 2 * es);
-  }
-  b.work = at;
-  return b;
-}
-
-/// The gather that moves one family between its tensor and the FFT-sized real buffer.
-/// to_fft: tensor -> padded signal; otherwise padded signal -> tensor (crop).
-kernels::GatherSpec family_spec(const ConvProblem& p, const FftGeometry& g, Family f, bool to_fft) {
-  kernels::GatherSpec s;
-  s.batch = f == kX ? p.N * p.C : f == kW ? p.K * p.Cg() : p.N * p.K;
-  for (int a = 0; a < p.ndim; ++a) {
-    const auto ua = static_cast<std::size_t>(a);
-    const std::int64_t extent = f == kX ? p.in[ua] : f == kW ? p.kernel[ua] : p.out[ua];
-    s.dst[a] = to_fft ? g.size[ua] : extent;
-    s.src[a] = to_fft ? extent : g.size[ua];
-    const std::int64_t d = p.dilation[ua], span = (p.kernel[ua] - 1) * d;
-    if (f == kX) {
-      s.add[a] = to_fft ? -p.pad_pre[ua] : p.pad_pre[ua];
-    } else if (f == kW) {
-      // h[m] = w[m / d] (cross-correlation) or w[(span - m) / d] (convolution), and back.
-      if (to_fft) {
-        s.mul[a] = p.flip ? -1 : 1;
-        s.add[a] = p.flip ? span : 0;
-        s.div[a] = d;
-      } else {
-        s.mul[a] = p.flip ? -d : d;
-        s.add[a] = p.flip ? span : 0;
-      }
-    }
-  }
-  return s;
-}
 
 class CudaFft final : public ConvAlgorithm {
  public:
@@ -222,55 +199,15 @@ class CudaFft final : public ConvAlgorithm {
     const std::shared_ptr<FftPlans> plans = plans_for(p, g);
     check_workspace(kName, ctx, g.buffer_bytes() + plans->work_bytes);
     const cudaStream_t stream = as_stream(ctx.stream);
-    const bool dbl = p.dtype == DType::float64;
-    const kernels::Elem elem = dbl ? kernels::Elem::f64 : kernels::Elem::f32;
-    const Buffers b = carve(p, g, ctx.workspace);
-    void* tensor[3] = {t.x, t.w, t.y};
-
-    std::lock_guard lock(plans->mu);
+    const FftBuffers b = fft_carve(p, g, ctx.workspace);
+    std::lock_guard lock(plans->mu);  // a plan's stream and work area are per-plan state
     for (int f = 0; f < 3; ++f) {
       CG_CUFFT_CHECK(cufftSetStream(plans->plan[f], stream));
       CG_CUFFT_CHECK(cufftSetWorkArea(plans->plan[f], b.work));
     }
-    const Family out = output_family(p.direction);
-    for (int f = 0; f < 3; ++f) {  // the two inputs into the frequency domain
-      if (f == out) continue;
-      kernels::gather_nd(elem, tensor[f], b.real, family_spec(p, g, Family(f), true), 1.0, stream);
-      if (dbl)
-        CG_CUFFT_CHECK(cufftExecD2Z(plans->plan[f], static_cast<cufftDoubleReal*>(b.real),
-                                    static_cast<cufftDoubleComplex*>(b.spectra[f])));
-      else
-        CG_CUFFT_CHECK(cufftExecR2C(plans->plan[f], static_cast<cufftReal*>(b.real),
-                                    static_cast<cufftComplex*>(b.spectra[f])));
-    }
-    kernels::MacShape shape;
-    shape.N = p.N;
-    shape.C = p.C;
-    shape.K = p.K;
-    shape.G = p.G;
-    shape.freq = g.complex_per_signal;
-    switch (p.direction) {
-      case ConvDirection::forward:
-        kernels::spectral_mac(kernels::MacMode::forward, dbl, b.spectra[kX], b.spectra[kW], b.spectra[kY], shape, stream);
-        break;
-      case ConvDirection::grad_inputs:
-        kernels::spectral_mac(kernels::MacMode::grad_inputs, dbl, b.spectra[kY], b.spectra[kW], b.spectra[kX], shape,
-                              stream);
-        break;
-      case ConvDirection::grad_weights:
-        kernels::spectral_mac(kernels::MacMode::grad_weights, dbl, b.spectra[kX], b.spectra[kY], b.spectra[kW], shape,
-                              stream);
-        break;
-    }
-    if (dbl)
-      CG_CUFFT_CHECK(cufftExecZ2D(plans->plan[out], static_cast<cufftDoubleComplex*>(b.spectra[out]),
-                                  static_cast<cufftDoubleReal*>(b.real)));
-    else
-      CG_CUFFT_CHECK(cufftExecC2R(plans->plan[out], static_cast<cufftComplex*>(b.spectra[out]),
-                                  static_cast<cufftReal*>(b.real)));
-    // cuFFT transforms are unnormalised: the round trip multiplies by prod(F).
-    kernels::gather_nd(elem, b.real, tensor[out], family_spec(p, g, out, false),
-                       1.0 / static_cast<double>(g.real_per_signal), stream);
+    GpuFftOps ops{stream, plans.get(), p.dtype == DType::float64};
+    void* const tensor[3] = {t.x, t.w, t.y};
+    fft_run(p, g, tensor, b, ops);
   }
 };
 

@@ -2,47 +2,21 @@
 #include <cstdint>
 #include <string>
 
-#include "backends/cuda/cuda_check.hpp"
 #include "backends/cuda/cuda_handles.hpp"
 #include "backends/cuda/kernels.hpp"
+#include "backends/cuda/launch.cuh"
 
 namespace convgraph::cuda {
 namespace kernels {
 
 namespace {
 
-constexpr int kThreads = 256;
-
-// Grid size for a grid-stride loop over n elements (capped; the loop covers the rest).
-unsigned blocks_for(long long n) {
-  const long long b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 1 ? 1 : (b > (1 << 20) ? (1 << 20) : b));
-}
-
 template <class T, bool kScale>
 __global__ void gather_nd_kernel(const T* __restrict__ src, T* __restrict__ dst, GatherSpec s, T scale) {
-  const long long inner = s.dst[0] * s.dst[1] * s.dst[2];
-  const long long total = s.batch * inner;
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<long long>(gridDim.x) * blockDim.x) {
-    long long rest = i;
-    long long t[3];
-    t[2] = rest % s.dst[2];
-    rest /= s.dst[2];
-    t[1] = rest % s.dst[1];
-    rest /= s.dst[1];
-    t[0] = rest % s.dst[0];
-    const long long b = rest / s.dst[0];
-    long long off = b;
-    bool inside = true;
-#pragma unroll
-    for (int a = 0; a < 3; ++a) {
-      const long long num = t[a] * s.mul[a] + s.add[a];
-      const long long q = num / s.div[a];
-      inside = inside && num >= 0 && q * s.div[a] == num && q < s.src[a];
-      off = off * s.src[a] + q;
-    }
-    T v = inside ? src[off] : T(0);
+  const long long total = gather_total(s);
+  CG_GRID_STRIDE_LOOP(i, total) {
+    const long long from = gather_source(s, i);
+    T v = from >= 0 ? src[from] : T(0);
     if constexpr (kScale) v *= scale;
     dst[i] = v;
   }
@@ -50,7 +24,7 @@ __global__ void gather_nd_kernel(const T* __restrict__ src, T* __restrict__ dst,
 
 template <class T>
 void launch_gather(const void* src, void* dst, const GatherSpec& s, double scale, cudaStream_t stream) {
-  const long long total = s.batch * s.dst[0] * s.dst[1] * s.dst[2];
+  const long long total = gather_total(s);
   if (total == 0) return;
   const T* in = static_cast<const T*>(src);
   T* out = static_cast<T*>(dst);

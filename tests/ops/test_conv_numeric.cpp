@@ -3,7 +3,8 @@
 //  - the issue-3 sweep (tests/support conv_sweep_cases: 1D/2D/3D x every border form x
 //    strides {1,2,3,mixed} x dilation {1,2} x flip x groups {1,2,C} x odd/even/1x1 kernels,
 //    kernels larger than the input in full mode, ...), every direction;
-//  - a CI-sized subset of Theano's test matrix (SEMANTICS 4.1, 4.3);
+//  - Theano's test matrix for the pairs with non-zero dims (SEMANTICS 4.1: BaseTestConv2d/3d
+//    in full, grouped, asymmetric padding) plus test_corr / test_dnn picks (4.3, 4.4);
 //  - the "no implementation" errors.
 // Error measure: max |got - ref| / max(max |ref|, 1). Bounds: float64 1e-11, float32 1e-4
 // (Winograd, the loosest fast_run algorithm, is measured below 5e-5 on unit-range data).
@@ -42,7 +43,8 @@ ConvCase make_case(const std::string& tag, Shp x, Shp w, BorderMode border, Shp 
 }
 
 // Runs every direction of `cases` in `dtype`, checks the bound, and reports the tally.
-Tally run_all(const std::vector<ConvCase>& cases, DType dtype, const std::string& what, int every = 1) {
+Tally run_all(const std::vector<ConvCase>& cases, DType dtype, const std::string& what, int every = 1,
+              const Mode& mode = Mode::fast_run()) {
   const double tol = dtype == DType::float64 ? kTol64 : kTol32;
   Tally t;
   std::uint64_t seed = 1;
@@ -51,7 +53,7 @@ Tally run_all(const std::vector<ConvCase>& cases, DType dtype, const std::string
     for (ConvDirection dir : testing::kAllDirections) {
       RunError e;
       try {
-        e = run_against_reference(c, dir, dtype, Mode::fast_run(), seed++);
+        e = run_against_reference(c, dir, dtype, mode, seed++);
       } catch (const Error& ex) {
         FAIL_CHECK(c.name << " " << direction_name(dir) << ": " << ex.what());
         continue;
@@ -72,13 +74,21 @@ TEST_CASE("conv sweep through compile(): float32, every case and direction", "[c
   CHECK(t.combos[0] == static_cast<long>(cases.size()));
 }
 
-TEST_CASE("conv sweep through compile(): float64, every third case", "[conv][numeric][sweep]") {
-  run_all(testing::conv_sweep_cases(), DType::float64, "issue-3 sweep (every 3rd case)", 3);
+TEST_CASE("conv sweep through compile(): float64, every case and direction", "[conv][numeric][sweep]") {
+  run_all(testing::conv_sweep_cases(), DType::float64, "issue-3 sweep");
 }
 
-TEST_CASE("Theano BaseTestConv2d / BaseTestConv3d matrix (CI subset)", "[conv][numeric][theano]") {
-  // All input/filter pairs with non-zero dims x every border x flip; the 9 (subsample,
-  // dilation) combinations rotate over the cases so each meets every border and pair.
+TEST_CASE("conv sweep through compile() with conv_gemm excluded (other algorithms lower)",
+          "[conv][numeric][sweep]") {
+  // With im2col+GEMM excluded the lowering falls through to the direct loops (and Winograd
+  // for 3x3 stride-1 forward/bwd_data): every fourth case, float32.
+  run_all(testing::conv_sweep_cases(), DType::float32, "issue-3 sweep, every 4th case, conv_gemm excluded", 4,
+          Mode::fast_run().excluding("conv_gemm"));
+}
+
+TEST_CASE("Theano BaseTestConv2d / BaseTestConv3d matrix and picks", "[conv][numeric][theano]") {
+  // Every input/filter pair with non-zero dims x subsample x dilation x border x flip, as
+  // Theano's test_all (provide_shape is moot: static shapes are always known here).
   const std::vector<std::pair<Shp, Shp>> pairs2{{{8, 1, 6, 6}, {5, 1, 2, 2}}, {{8, 1, 8, 8}, {4, 1, 3, 3}},
                                                 {{2, 1, 7, 7}, {2, 1, 3, 3}}, {{6, 1, 10, 11}, {1, 1, 2, 3}},
                                                 {{2, 1, 6, 5}, {4, 1, 1, 3}}, {{1, 5, 9, 9}, {4, 5, 3, 2}}};
@@ -86,29 +96,27 @@ TEST_CASE("Theano BaseTestConv2d / BaseTestConv3d matrix (CI subset)", "[conv][n
   const std::vector<BorderMode> borders2{"valid", "half", "full", BorderMode({0, 0}), BorderMode({1, 1}),
                                          BorderMode({5, 5}), BorderMode({5, 2})};
   std::vector<ConvCase> cases;
-  std::size_t k = 0;
   for (const auto& [x, w] : pairs2)
-    for (const auto& border : borders2)
-      for (bool flip : {true, false}) {
-        const Shp& s = subsamples2[k % 3];
-        const Shp& d = dilations2[(k / 3) % 3];
-        ++k;
+    for (const auto& s : subsamples2)
+      for (const auto& d : dilations2)
+        for (const auto& border : borders2)
+          for (bool flip : {true, false}) {
         const Shp out = get_conv_output_shape(x, w, border, s, d);
         if (out[2] < 1 || out[3] < 1) continue;
         cases.push_back(make_case("theano2d", x, w, border, s, d, flip));
-      }
+          }
   const std::vector<std::pair<Shp, Shp>> pairs3{{{2, 1, 5, 5, 5}, {2, 1, 2, 2, 2}}, {{1, 2, 7, 5, 6}, {1, 2, 2, 1, 3}}};
   const std::vector<Shp> subsamples3{{1, 1, 1}, {2, 2, 2}, {1, 2, 3}}, dilations3{{1, 1, 1}, {1, 2, 1}, {2, 1, 2}};
   const std::vector<BorderMode> borders3{"valid", "half", "full", BorderMode({0, 0, 0}), BorderMode({2, 2, 3})};
   for (const auto& [x, w] : pairs3)
     for (const auto& border : borders3)
       for (const auto& s : subsamples3)
-        for (const auto& d : dilations3) {
-          const bool flip = (k++ % 2) == 0;
+        for (const auto& d : dilations3)
+          for (bool flip : {true, false}) {
           const Shp out = get_conv_output_shape(x, w, border, s, d);
           if (out[2] < 1 || out[3] < 1 || out[4] < 1) continue;
           cases.push_back(make_case("theano3d", x, w, border, s, d, flip));
-        }
+          }
   // Grouped_conv_noOptim (2-D and 3-D), TestAsymmetricPadding, test_corr subsample/dilation.
   const std::vector<std::tuple<i64, Shp, Shp>> grouped{
       {3, {5, 6, 5, 5}, {6, 2, 3, 3}}, {2, {4, 4, 7, 5}, {6, 2, 5, 3}}, {4, {3, 8, 5, 3}, {4, 2, 3, 3}},
@@ -126,8 +134,10 @@ TEST_CASE("Theano BaseTestConv2d / BaseTestConv3d matrix (CI subset)", "[conv][n
   cases.push_back(make_case("big3d", {6, 2, 2, 2, 2}, {4, 2, 3, 1, 1}, "full", {}, {}, true));
   cases.push_back(make_case("big3d", {6, 2, 2, 2, 2}, {4, 2, 5, 5, 5}, "full", {}, {}, false));
   cases.push_back(make_case("big3d", {6, 2, 2, 2, 2}, {4, 2, 1, 3, 1}, "full", {}, {3, 2, 1}, true));
-  const Tally t = run_all(cases, DType::float32, "Theano matrix (" + std::to_string(cases.size()) + " cases)");
+  const std::string what = "Theano matrix (" + std::to_string(cases.size()) + " cases)";
+  const Tally t = run_all(cases, DType::float32, what);
   CHECK(t.combos[1] == static_cast<long>(cases.size()));
+  run_all(cases, DType::float64, what);
 }
 
 TEST_CASE("Theano zero-size pairs: empty batch, zero channels, zero filters", "[conv][numeric][theano][!mayfail]") {

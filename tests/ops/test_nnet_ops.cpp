@@ -13,7 +13,8 @@ Tensor random_tensor(Shape shape, unsigned seed, DType dt = DType::float64, doub
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> u(lo, hi);
   Tensor t(dt, std::move(shape));
-  for (std::int64_t i = 0; i < t.numel(); ++i) t.set(i, dt == DType::int32 || dt == DType::int64 ? std::round(4 * u(rng)) : u(rng));
+  for (std::int64_t i = 0; i < t.numel(); ++i)
+    t.set(i, dt == DType::int32 || dt == DType::int64 ? std::round(4 * u(rng)) : u(rng));
   return t;
 }
 
@@ -61,9 +62,9 @@ Tensor reference_matmul(const Tensor& a, const Tensor& b) {
 
 TEST_CASE("nnet: matmul/dot follow numpy matmul for 1-D, 2-D and batched operands", "[ops][nnet]") {
   const std::vector<std::pair<Shape, Shape>> shapes = {
-      {{3, 4}, {4, 5}},       {{4}, {4, 5}},          {{3, 4}, {4}},          {{4}, {4}},
-      {{2, 3, 4}, {2, 4, 5}}, {{2, 3, 4}, {4, 5}},    {{4}, {2, 4, 5}},       {{2, 1, 3, 4}, {3, 4, 2}},
-      {{1, 3, 4}, {2, 4, 2}}, {{2, 3, 4}, {4}},       {{3, 0}, {0, 2}},       {{130, 70}, {70, 90}},
+      {{3, 4}, {4, 5}},        {{4}, {4, 5}},       {{3, 4}, {4}},    {{4}, {4}},
+      {{2, 3, 4}, {2, 4, 5}},  {{2, 3, 4}, {4, 5}}, {{4}, {2, 4, 5}}, {{2, 1, 3, 4}, {3, 4, 2}},
+      {{1, 3, 4}, {2, 4, 2}},  {{2, 3, 4}, {4}},    {{3, 0}, {0, 2}}, {{130, 70}, {70, 90}},
       {{5, 64, 33}, {33, 40}},
   };
   for (DType dt : {DType::float64, DType::float32, DType::int32, DType::int64}) {
@@ -84,23 +85,23 @@ TEST_CASE("nnet: matmul/dot follow numpy matmul for 1-D, 2-D and batched operand
   // Unknown batch and row dimensions are carried through.
   Var u = input(DType::float32, {kUnknown, 3, 4});
   CHECK(matmul(u, input(DType::float32, {4, 2})).shape() == Shape{kUnknown, 3, 2});
-  CHECK(matmul(input(DType::float32, {kUnknown, 4}), input(DType::float32, {kUnknown, 2})).shape() == Shape{kUnknown, 2});
+  CHECK(matmul(input(DType::float32, {kUnknown, 4}), input(DType::float32, {kUnknown, 2})).shape() ==
+        Shape{kUnknown, 2});
 }
 
 TEST_CASE("nnet: matmul gradients pass verify_grad for every operand layout", "[ops][nnet][grad]") {
   const std::vector<std::pair<Shape, Shape>> shapes = {
-      {{3, 4}, {4, 2}}, {{4}, {4, 2}},       {{3, 4}, {4}},          {{4}, {4}},
+      {{3, 4}, {4, 2}},       {{4}, {4, 2}},       {{3, 4}, {4}},    {{4}, {4}},
       {{2, 3, 4}, {2, 4, 2}}, {{2, 3, 4}, {4, 2}}, {{3}, {2, 3, 2}}, {{2, 1, 2, 3}, {3, 3, 2}},
   };
   for (const auto& [sa, sb] : shapes) {
     INFO(shape_to_string(sa) << " @ " << shape_to_string(sb));
-    CHECK_NOTHROW(verify_grad([](const auto& v) { return matmul(v[0], v[1]); },
-                              {random_tensor(sa, 3), random_tensor(sb, 4)}));
+    CHECK_NOTHROW(
+        verify_grad([](const auto& v) { return matmul(v[0], v[1]); }, {random_tensor(sa, 3), random_tensor(sb, 4)}));
   }
   // Second order: d/dA of sum((A B)^2) is 2 (A B) B^T, itself built from matmuls.
-  CHECK_NOTHROW(verify_grad(
-      [](const auto& v) { return grad(sum(pow(matmul(v[0], v[1]), 2.0)), v[0]); },
-      {random_tensor({2, 3}, 5), random_tensor({3, 2}, 6)}));
+  CHECK_NOTHROW(verify_grad([](const auto& v) { return grad(sum(pow(matmul(v[0], v[1]), 2.0)), v[0]); },
+                            {random_tensor({2, 3}, 5), random_tensor({3, 2}, 6)}));
 }
 
 TEST_CASE("nnet: softmax and log_softmax match the definition and stay finite", "[ops][nnet]") {
@@ -152,15 +153,15 @@ TEST_CASE("nnet: softmax gradients (fused ops) pass verify_grad, also second ord
   CHECK_NOTHROW(verify_grad([](const auto& v) { return log_softmax(v[0]); }, {random_tensor({2, 2, 3}, 11)}));
   // The gradients are differentiable: softmax_grad / log_softmax_grad have gradients too.
   const Tensor w = random_tensor({3, 4}, 12);
-  CHECK_NOTHROW(verify_grad(
-      [&](const auto& v) { return grad(sum(pow(softmax(v[0]), 2.0) * constant(w)), v[0]); }, {x}));
-  CHECK_NOTHROW(verify_grad(
-      [&](const auto& v) { return grad(sum(pow(log_softmax(v[0]), 2.0) * constant(w)), v[0]); }, {x}));
+  CHECK_NOTHROW(
+      verify_grad([&](const auto& v) { return grad(sum(pow(softmax(v[0]), 2.0) * constant(w)), v[0]); }, {x}));
+  CHECK_NOTHROW(
+      verify_grad([&](const auto& v) { return grad(sum(pow(log_softmax(v[0]), 2.0) * constant(w)), v[0]); }, {x}));
   // ... with respect to the output gradient as well.
-  CHECK_NOTHROW(verify_grad(
-      [&](const auto& v) { return grad(sum(softmax(v[0]) * v[1]), v[0]); }, {x, random_tensor({3, 4}, 13)}));
-  CHECK_NOTHROW(verify_grad(
-      [&](const auto& v) { return grad(sum(log_softmax(v[0]) * v[1]), v[0]); }, {x, random_tensor({3, 4}, 14)}));
+  CHECK_NOTHROW(verify_grad([&](const auto& v) { return grad(sum(softmax(v[0]) * v[1]), v[0]); },
+                            {x, random_tensor({3, 4}, 13)}));
+  CHECK_NOTHROW(verify_grad([&](const auto& v) { return grad(sum(log_softmax(v[0]) * v[1]), v[0]); },
+                            {x, random_tensor({3, 4}, 14)}));
 }
 
 TEST_CASE("nnet: categorical_crossentropy with dense targets and class indices", "[ops][nnet]") {
@@ -191,8 +192,9 @@ TEST_CASE("nnet: categorical_crossentropy with dense targets and class indices",
   }
   // float32 probabilities with int64 classes.
   Var p32 = input(DType::float32, {4, 5});
-  const Tensor ce32 = compile({p32}, {categorical_crossentropy(p32, constant(Tensor::from({2, 0, 4, 4}, {4}, DType::int64)))})(
-      {p.astype(DType::float32)})[0];
+  const Tensor ce32 =
+      compile({p32}, {categorical_crossentropy(p32, constant(Tensor::from({2, 0, 4, 4}, {4}, DType::int64)))})(
+          {p.astype(DType::float32)})[0];
   CHECK(ce32.dtype() == DType::float32);
   CHECK(ce32.get(1) == Approx(-std::log(p.get(5))).epsilon(1e-5));
 }
@@ -201,7 +203,8 @@ TEST_CASE("nnet: categorical_crossentropy gradients pass verify_grad", "[ops][nn
   const Tensor logits = random_tensor({3, 4}, 17, DType::float64, -1, 1);
   const Tensor idx = Tensor::from({3, 0, 1}, {3}, DType::int64);
   // Through softmax, as a classifier uses it.
-  CHECK_NOTHROW(verify_grad([&](const auto& v) { return categorical_crossentropy(softmax(v[0]), constant(idx)); }, {logits}));
+  CHECK_NOTHROW(
+      verify_grad([&](const auto& v) { return categorical_crossentropy(softmax(v[0]), constant(idx)); }, {logits}));
   // Directly in the probabilities (points kept away from 0), and in the dense targets.
   const Tensor probs = random_tensor({3, 4}, 18, DType::float64, 0.2, 1);
   CHECK_NOTHROW(verify_grad([&](const auto& v) { return categorical_crossentropy(v[0], constant(idx)); }, {probs}));
@@ -209,7 +212,8 @@ TEST_CASE("nnet: categorical_crossentropy gradients pass verify_grad", "[ops][nn
                             {probs, random_tensor({3, 4}, 19, DType::float64, 0, 1)}));
   // Second order through the class-index gather/scatter pair.
   CHECK_NOTHROW(verify_grad(
-      [&](const auto& v) { return grad(sum(pow(categorical_crossentropy(v[0], constant(idx)), 2.0)), v[0]); }, {probs}));
+      [&](const auto& v) { return grad(sum(pow(categorical_crossentropy(v[0], constant(idx)), 2.0)), v[0]); },
+      {probs}));
 }
 
 TEST_CASE("nnet: bad inputs raise typed errors naming op and values", "[ops][nnet][errors]") {
@@ -217,7 +221,8 @@ TEST_CASE("nnet: bad inputs raise typed errors naming op and values", "[ops][nne
   Var a = input(DType::float32, {3, 4});
   // dot / matmul
   CHECK_THROWS_AS(matmul(a, input(DType::float32, {5, 2})), ShapeError);
-  CHECK_THROWS_WITH(matmul(a, input(DType::float32, {5, 2})), Contains("matmul") && Contains("(3, 4)") && Contains("(5, 2)"));
+  CHECK_THROWS_WITH(matmul(a, input(DType::float32, {5, 2})),
+                    Contains("matmul") && Contains("(3, 4)") && Contains("(5, 2)"));
   CHECK_THROWS_AS(dot(input(DType::float32, {4}), input(DType::float32, {3})), ShapeError);
   CHECK_THROWS_AS(matmul(a, input(DType::float32, {})), ShapeError);
   CHECK_THROWS_WITH(matmul(a, input(DType::float32, {})), Contains("matmul") && Contains("rank >= 1"));
@@ -227,7 +232,8 @@ TEST_CASE("nnet: bad inputs raise typed errors naming op and values", "[ops][nne
   CHECK_THROWS_AS(matmul(a, input(DType::float64, {4, 2})), TypeError);
   CHECK_THROWS_WITH(matmul(a, input(DType::float64, {4, 2})), Contains("matmul") && Contains("float64"));
   CHECK_THROWS_AS(matmul(input(DType::boolean, {2, 2}), input(DType::boolean, {2, 2})), TypeError);
-  CHECK_THROWS_WITH(matmul(input(DType::boolean, {2, 2}), input(DType::boolean, {2, 2})), Contains("matmul") && Contains("bool"));
+  CHECK_THROWS_WITH(matmul(input(DType::boolean, {2, 2}), input(DType::boolean, {2, 2})),
+                    Contains("matmul") && Contains("bool"));
   // softmax / log_softmax
   CHECK_THROWS_AS(softmax(input(DType::int32, {2, 3})), TypeError);
   CHECK_THROWS_WITH(softmax(input(DType::int32, {2, 3})), Contains("softmax") && Contains("int32"));

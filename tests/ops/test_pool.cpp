@@ -115,11 +115,13 @@ TEST_CASE("pool: max and average pooling match a brute-force reference", "[ops][
   // and a large input that takes the parallel path.
   const Tensor x = distinct_tensor({4, 3, 40, 36}, 22);
   Var v32 = input(DType::float32, {4, 3, 40, 36});
-  const auto out32 = compile({v32}, {max_pool2d(v32), avg_pool2d(v32, options(3, 3, 2, 2, 1, 1, true))})(
-      {x.astype(DType::float32)});
+  const auto out32 =
+      compile({v32}, {max_pool2d(v32), avg_pool2d(v32, options(3, 3, 2, 2, 1, 1, true))})({x.astype(DType::float32)});
   CHECK(max_abs_diff(out32[0].astype(DType::float64), reference_pool(x.astype(DType::float32).astype(DType::float64),
                                                                      options(2, 2, 2, 2, 0, 0, true), true)) == 0);
-  CHECK(max_abs_diff(out32[1].astype(DType::float64), reference_pool(x, options(3, 3, 2, 2, 1, 1, true), false)) <= 1e-5);
+  // Values reach about 1000 here: float32 rounding is about 6e-5.
+  CHECK(max_abs_diff(out32[1].astype(DType::float64), reference_pool(x, options(3, 3, 2, 2, 1, 1, true), false)) <=
+        2e-4);
   const Tensor xi = Tensor::from({3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8}, {3, 4}, DType::int32);
   Var vi = input(DType::int32, {3, 4});
   PoolOptions empty_stride;
@@ -148,9 +150,8 @@ TEST_CASE("pool: unknown spatial sizes are resolved at run time", "[ops][pool]")
 
 TEST_CASE("pool: gradients pass verify_grad", "[ops][pool][grad]") {
   const std::vector<PoolOptions> opts = {
-      options(2, 2, 2, 2, 0, 0, true),        options(3, 2, 1, 2, 0, 0, true),
-      options(3, 3, 2, 2, 1, 1, true, false), options(3, 3, 2, 2, 1, 2, true, true),
-      options(2, 3, 2, 2, 0, 0, false),       options(3, 2, 2, 1, 0, 0, false, true),
+      options(2, 2, 2, 2, 0, 0, true),       options(3, 2, 1, 2, 0, 0, true),  options(3, 3, 2, 2, 1, 1, true, false),
+      options(3, 3, 2, 2, 1, 2, true, true), options(2, 3, 2, 2, 0, 0, false), options(3, 2, 2, 1, 0, 0, false, true),
   };
   const Tensor x = distinct_tensor({2, 5, 6}, 24);
   for (const auto& o : opts) {
@@ -182,7 +183,8 @@ TEST_CASE("pool: bad inputs raise typed errors naming op and values", "[ops][poo
   };
   const PoolOptions bad_window = opts([](PoolOptions& o) { o.window = {2}; });
   CHECK_THROWS_AS(max_pool2d(x, bad_window), ValueError);
-  CHECK_THROWS_WITH(max_pool2d(x, bad_window), Contains("max_pool2d") && Contains("window (2)") && Contains("2 entries"));
+  CHECK_THROWS_WITH(max_pool2d(x, bad_window),
+                    Contains("max_pool2d") && Contains("window (2)") && Contains("2 entries"));
   const PoolOptions zero_window = opts([](PoolOptions& o) { o.window = {0, 2}; });
   CHECK_THROWS_AS(avg_pool2d(x, zero_window), ValueError);
   CHECK_THROWS_WITH(avg_pool2d(x, zero_window), Contains("avg_pool2d") && Contains("window (0, 2)"));
@@ -203,13 +205,15 @@ TEST_CASE("pool: bad inputs raise typed errors naming op and values", "[ops][poo
   CHECK_THROWS_AS(avg_pool2d(x, pad_border), ValueError);
   CHECK_THROWS_WITH(avg_pool2d(x, pad_border), Contains("avg_pool2d") && Contains("ignore_border"));
   CHECK_THROWS_AS(max_pool2d(input(DType::float32, {5})), ShapeError);
-  CHECK_THROWS_WITH(max_pool2d(input(DType::float32, {5})), Contains("max_pool2d") && Contains("rank >= 2") && Contains("(5,)"));
+  CHECK_THROWS_WITH(max_pool2d(input(DType::float32, {5})),
+                    Contains("max_pool2d") && Contains("rank >= 2") && Contains("(5,)"));
   CHECK_THROWS_AS(max_pool2d(input(DType::boolean, {4, 4})), TypeError);
   CHECK_THROWS_AS(avg_pool2d(input(DType::int32, {4, 4})), TypeError);
   CHECK_THROWS_WITH(avg_pool2d(input(DType::int32, {4, 4})), Contains("avg_pool2d") && Contains("int32"));
   const PoolOptions big_window = opts([](PoolOptions& o) { o.window = {6, 2}; });
   CHECK_THROWS_AS(max_pool2d(x, big_window), ShapeError);
-  CHECK_THROWS_WITH(max_pool2d(x, big_window), Contains("max_pool2d") && Contains("(1, 1, 5, 5)") && Contains("too small"));
+  CHECK_THROWS_WITH(max_pool2d(x, big_window),
+                    Contains("max_pool2d") && Contains("(1, 1, 5, 5)") && Contains("too small"));
   CHECK_THROWS_AS(max_pool2d_grad(x, input(DType::float32, {1, 1, 3, 2})), ShapeError);
   CHECK_THROWS_WITH(max_pool2d_grad(x, input(DType::float32, {1, 1, 3, 2})),
                     Contains("max_pool2d_grad") && Contains("(1, 1, 3, 2)") && Contains("(1, 1, 2, 2)"));

@@ -55,10 +55,14 @@ TEST_CASE("shape ops: reshape and flatten keep the elements in order, every dtyp
     INFO(dtype_name(dt));
     const Tensor x = iota({2, 3, 4}, dt);
     Var v = input(dt, {2, 3, 4});
-    const std::vector<std::pair<Var, Shape>> cases = {
-        {reshape(v, {4, -1}), {4, 6}},  {reshape(v, {24}), {24}},      {reshape(v, {-1}), {24}},
-        {reshape(v, {1, 2, 12, 1}), {1, 2, 12, 1}}, {flatten(v), {24}}, {flatten(v, 2), {2, 12}},
-        {flatten(v, 3), {2, 3, 4}},    {reshape_like(v, constant(Tensor::zeros(dt, {6, 4}))), {6, 4}}};
+    const std::vector<std::pair<Var, Shape>> cases = {{reshape(v, {4, -1}), {4, 6}},
+                                                      {reshape(v, {24}), {24}},
+                                                      {reshape(v, {-1}), {24}},
+                                                      {reshape(v, {1, 2, 12, 1}), {1, 2, 12, 1}},
+                                                      {flatten(v), {24}},
+                                                      {flatten(v, 2), {2, 12}},
+                                                      {flatten(v, 3), {2, 3, 4}},
+                                                      {reshape_like(v, constant(Tensor::zeros(dt, {6, 4}))), {6, 4}}};
     for (const auto& [y, shape] : cases) {
       CHECK(y.shape() == shape);
       const Tensor out = run1(v, y, x);
@@ -153,11 +157,19 @@ TEST_CASE("shape ops: slice follows numpy's rules for bounds and steps", "[ops][
     std::vector<double> want;  // numpy: np.arange(5)[begin:end:step]
   };
   const std::vector<Case> cases = {
-      {1, 4, 2, {1, 3}},          {0, kSliceEnd, 1, {0, 1, 2, 3, 4}}, {-2, kSliceEnd, 1, {3, 4}},
-      {2, 100, 1, {2, 3, 4}},     {3, 1, 1, {}},                      {-100, 2, 1, {0, 1}},
-      {-1, kSliceBegin, -1, {4, 3, 2, 1, 0}}, {kSliceEnd, kSliceBegin, -2, {4, 2, 0}},
-      {-2, -6, -2, {3, 1}},       {10, 2, -3, {4}},                   {1, 3, -1, {}},
-      {0, 5, 7, {0}},             {4, 0, kSliceBegin, {4}},
+      {1, 4, 2, {1, 3}},
+      {0, kSliceEnd, 1, {0, 1, 2, 3, 4}},
+      {-2, kSliceEnd, 1, {3, 4}},
+      {2, 100, 1, {2, 3, 4}},
+      {3, 1, 1, {}},
+      {-100, 2, 1, {0, 1}},
+      {-1, kSliceBegin, -1, {4, 3, 2, 1, 0}},
+      {kSliceEnd, kSliceBegin, -2, {4, 2, 0}},
+      {-2, -6, -2, {3, 1}},
+      {10, 2, -3, {4}},
+      {1, 3, -1, {}},
+      {0, 5, 7, {0}},
+      {4, 0, kSliceBegin, {4}},
   };
   for (DType dt : kAllDtypes) {
     Var v = input(dt, {5});
@@ -209,15 +221,33 @@ TEST_CASE("shape ops: flip and pad", "[ops][shape]") {
 TEST_CASE("shape ops: gradients pass verify_grad", "[ops][shape][grad]") {
   using Fn = std::function<Var(const std::vector<Var>&)>;
   const std::vector<std::pair<const char*, Fn>> unary = {
-      {"reshape", [](const auto& v) { return reshape(v[0], {4, -1}); }},
+      {"reshape",
+       [](const auto& v) {
+         return reshape(v[0], {4, -1});
+       }},
       {"flatten", [](const auto& v) { return flatten(v[0], 2); }},
-      {"dimshuffle", [](const auto& v) { return dimshuffle(reshape(v[0], {2, 1, 6}), {2, -1, 0}); }},
-      {"transpose", [](const auto& v) { return transpose(v[0], {1, 0, 2}); }},
+      {"dimshuffle",
+       [](const auto& v) {
+         return dimshuffle(reshape(v[0], {2, 1, 6}), {2, -1, 0});
+       }},
+      {"transpose",
+       [](const auto& v) {
+         return transpose(v[0], {1, 0, 2});
+       }},
       {"slice", [](const auto& v) { return slice(v[0], 1, 0, kSliceEnd, 2); }},
       {"slice-neg", [](const auto& v) { return slice(v[0], -1, -1, 0, -2); }},
-      {"flip", [](const auto& v) { return flip(v[0], {0, 2}); }},
-      {"pad", [](const auto& v) { return pad(v[0], {{1, 0}, {2, 1}}); }},
-      {"concat-self", [](const auto& v) { return concatenate({v[0], v[0] * 2.0}, 1); }},
+      {"flip",
+       [](const auto& v) {
+         return flip(v[0], {0, 2});
+       }},
+      {"pad",
+       [](const auto& v) {
+         return pad(v[0], {{1, 0}, {2, 1}});
+       }},
+      {"concat-self",
+       [](const auto& v) {
+         return concatenate({v[0], v[0] * 2.0}, 1);
+       }},
   };
   const Tensor x = random_tensor({2, 3, 2}, 17);
   for (const auto& [name, fn] : unary) {
@@ -225,14 +255,23 @@ TEST_CASE("shape ops: gradients pass verify_grad", "[ops][shape][grad]") {
     CHECK_NOTHROW(verify_grad(fn, {x}));
   }
   INFO("concatenate of three inputs");
-  CHECK_NOTHROW(verify_grad([](const auto& v) { return concatenate({v[0], v[1], v[2]}, 0); },
-                            {random_tensor({2, 3}, 1), random_tensor({1, 3}, 2), random_tensor({3, 3}, 3)}));
+  CHECK_NOTHROW(verify_grad(
+      [](const auto& v) {
+        return concatenate({v[0], v[1], v[2]}, 0);
+      },
+      {random_tensor({2, 3}, 1), random_tensor({1, 3}, 2), random_tensor({3, 3}, 3)}));
   // Second order: the gradient ops (slice_grad, split_like, reshape_like) are differentiable.
   const std::vector<std::pair<const char*, Fn>> second = {
       {"d slice", [](const auto& v) { return grad(sum(pow(slice(v[0], 0, 1, kSliceEnd), 3.0)), v[0]); }},
-      {"d concat", [](const auto& v) { return grad(sum(pow(concatenate({v[0], v[0] * v[0]}, 1), 2.0)), v[0]); }},
+      {"d concat",
+       [](const auto& v) {
+         return grad(sum(pow(concatenate({v[0], v[0] * v[0]}, 1), 2.0)), v[0]);
+       }},
       {"d reshape", [](const auto& v) { return grad(sum(pow(reshape(v[0], {-1}), 3.0)), v[0]); }},
-      {"d pad", [](const auto& v) { return grad(sum(pow(pad(v[0], {{1, 1}}), 3.0)), v[0]); }},
+      {"d pad",
+       [](const auto& v) {
+         return grad(sum(pow(pad(v[0], {{1, 1}}), 3.0)), v[0]);
+       }},
   };
   const Tensor y = random_tensor({3, 2}, 23);
   for (const auto& [name, fn] : second) {

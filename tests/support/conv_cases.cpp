@@ -152,6 +152,9 @@ std::vector<ConvCase> conv_sweep_cases() {
   // Depthwise with a channel multiplier, and a single image.
   b.add("depthwise", 2, 2, 4, 8, 4, {6, 20}, {3, 3}, "half", {1, 1}, {1, 1}, true);
   b.add("depthwise", 2, 1, 8, 8, 8, {7, 23}, {3, 3}, 1, {2, 2}, {2, 1}, false);
+  // Spans beyond the direct kernels' 1024-element windows (their one-position fallbacks).
+  b.add("huge-span", 1, 1, 2, 3, 1, {1300}, {3}, "valid", {1}, {600}, true);
+  b.add("huge-span", 1, 1, 2, 2, 1, {1500}, {2}, 1, {1}, {1}, false);
   // Uneven everything.
   b.add("odd", 2, 3, 5, 7, 1, {11, 13}, {3, 5}, Pairs{{1, 2}, {3, 0}}, {2, 3}, {2, 1}, true);
   b.add("odd", 3, 2, 3, 5, 1, {5, 6, 7}, {2, 3, 2}, Pairs{{0, 1}, {2, 0}, {1, 1}}, {2, 1, 3}, {1, 2, 2}, false);

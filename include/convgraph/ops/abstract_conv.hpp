@@ -47,6 +47,8 @@ class AbstractConvOp : public Op {
   std::vector<Var> grad(const std::vector<Var>& inputs, const Var& output,
                         const Var& output_grad) const override;
   bool is_abstract() const override { return true; }
+  /// Never evaluated by constant folding (it has no kernel; Theano: do_constant_folding False).
+  bool foldable() const override { return false; }
   /// Tags of the rewrites that can lower this node (for error messages).
   std::vector<std::string> tags() const override;
 

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The anchor benchmark: convgraph's chosen convolution algorithm against oneDNN
+# (convolution_auto, fp32, NCHW in and out) on the standard layer set, forward, grad inputs
+# and grad weights, 2 threads, interleaved in one process. Installs libdnnl-dev when it is
+# missing, builds convgraph-anchors in the normal build dir ($BUILD_DIR), and writes
+# benchmarks/RESULTS-latest.txt (and .json). Extra arguments go to convgraph-anchors,
+# e.g. --only resnet_3x3_28 --directions fwd. REPEATS=N sets the interleaved runs (5).
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+install_missing libdnnl-dev
+
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
+  cmake -S "$ROOT" -B "$BUILD_DIR" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+    -DCONVGRAPH_WITH_CUDA="${CONVGRAPH_WITH_CUDA:-AUTO}"
+else
+  cmake "$BUILD_DIR" >/dev/null  # re-configure: finds oneDNN if it was installed just now
+fi
+cmake --build "$BUILD_DIR" --target convgraph-anchors --parallel "$JOBS"
+exe="$BUILD_DIR/benchmarks/convgraph-anchors"
+[ -x "$exe" ] || { echo "convgraph-anchors was not built (is libdnnl-dev installed?)" >&2; exit 1; }
+
+out="$ROOT/benchmarks/RESULTS-latest.txt"
+json="$ROOT/benchmarks/RESULTS-latest.json"
+cmd=("$exe" --threads 2 --repeats "${REPEATS:-5}" --json "$json" "$@")
+{
+  echo "# convgraph anchor benchmark (scripts/bench-anchors.sh)"
+  echo "# date:    $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "# machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) CPUs, $(uname -r)"
+  echo "# commit:  $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet 2>/dev/null || echo ' (+ local changes)')"
+  echo "# load:    $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min; numbers are only trustworthy on an idle machine)"
+  echo "# command: ${cmd[*]}"
+  echo
+} >"$out"
+# OpenMP reads its thread count at start-up; set it for oneDNN as --threads does.
+OMP_NUM_THREADS=2 CONVGRAPH_THREADS=2 "${cmd[@]}" | tee -a "$out"
+echo "wrote $out and $json" >&2
