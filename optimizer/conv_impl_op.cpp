@@ -3,10 +3,12 @@
 #include "convgraph/optimizer/conv_impl_op.hpp"
 
 #include <cmath>
+#include <cstring>
 #include <sstream>
 
 #include "convgraph/backends/cpu/reference.hpp"
 #include "convgraph/runtime/thread_pool.hpp"
+#include "optimizer/device_buffers.hpp"
 #include "optimizer/text_util.hpp"
 
 namespace convgraph {
@@ -49,14 +51,15 @@ ConvCheck compare_typed(const T* got, const T* want, std::int64_t n, double rel)
   return c;
 }
 
-/// A host copy in float64 when the storage type has no reference kernel (16-bit floats).
+/// A host copy in a dtype the reference computes in (16-bit floats become float64).
 Tensor for_reference(const Tensor& t) {
-  if (t.device() != DeviceKind::cpu)
-    throw DeviceError("DebugMode: comparing a CUDA convolution with the reference needs device-to-host "
-                      "copies, which the CUDA backend does not provide yet");
-  if (t.dtype() == DType::float32 || t.dtype() == DType::float64) return t;
-  return t.astype(DType::float64);
+  Tensor h = copy_to_host(t);
+  if (h.dtype() == DType::float32 || h.dtype() == DType::float64) return h;
+  return h.astype(DType::float64);
 }
+
+/// A host snapshot that later writes to `t` cannot change.
+Tensor snapshot(const Tensor& t) { return t.device() == DeviceKind::cpu ? t.clone() : copy_to_host(t); }
 
 }  // namespace
 
@@ -207,17 +210,26 @@ void ConvImplOp::perform(const std::vector<Tensor>& inputs, Tensor& output, cons
   if (need > cc.workspace_bytes) {
     // The runtime books workspace_bytes() per node; this covers callers that do not
     // (constant folding, tests calling perform directly) and shapes known only now.
-    if (algo.device() != DeviceKind::cpu)
-      throw MemoryError(msg(who, ": ", algo.name(), " needs ", need, " bytes of workspace, got ", cc.workspace_bytes));
-    scratch = allocate_host(need);
+    scratch = allocate_on(algo.device(), need);
     cc.workspace = scratch->data;
     cc.workspace_bytes = need;
   }
+  if (!options_.debug_check) {
+    algo.run(p, conv_tensors(p.direction, inputs[0].raw(), inputs[1].raw(), output.raw()), cc);
+    return;
+  }
+  // DebugMode: keep the inputs, run, check the inputs were left alone, then recompute
+  // with the reference on the same inputs and compare.
+  const Tensor before[2] = {snapshot(inputs[0]), snapshot(inputs[1])};
   algo.run(p, conv_tensors(p.direction, inputs[0].raw(), inputs[1].raw(), output.raw()), cc);
-
-  if (!options_.debug_check) return;
-  // DebugMode: recompute with the reference on the same inputs and compare.
-  const Tensor a = for_reference(inputs[0]), b = for_reference(inputs[1]), got = for_reference(output);
+  synchronize(algo.device());
+  for (int i = 0; i < 2; ++i) {
+    const Tensor after = copy_to_host(inputs[static_cast<std::size_t>(i)]);
+    if (std::memcmp(after.raw(), before[i].raw(), after.nbytes()) != 0)
+      throw MismatchError(msg("DebugMode: ", who, " computed with algorithm ", algo.name(), " modified its input ", i,
+                              " (inputs must be left unchanged) on ", p.key()));
+  }
+  const Tensor a = for_reference(before[0]), b = for_reference(before[1]), got = for_reference(output);
   ConvProblem rp = p;
   rp.dtype = a.dtype();
   Tensor want(rp.dtype, output.shape());

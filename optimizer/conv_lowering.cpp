@@ -97,7 +97,8 @@ ConvCandidates conv_candidates(const AbstractConvOp& op, const ConvProblem* prob
   for (const auto& a : registry.all()) {
     if (a->device() != device) continue;
     const auto tags = a->tags();
-    ConvVerdict v{a, q.reject_reason(tags, a->name()), false, 0};
+    ConvVerdict v{a, q.reject_reason(tags, a->name()), false, false, 0};
+    v.by_tags = !v.reason.empty();
     if (v.reason.empty()) v.reason = fft_refusal(*a, tags, params);
     judge(v, problem);
     for (const auto& t : promote) v.promoted = v.promoted || carries(*a, tags, t);
@@ -127,7 +128,7 @@ ConvCandidates meta_candidates(const AbstractConvOp& op, const ConvProblem& prob
     int count = is_default ? 1 : 0;
     for (const auto& t : mode.metaopt_include) count += tagged(t) ? 1 : 0;
     for (const auto& t : mode.metaopt_exclude) count -= tagged(t) ? 1 : 0;
-    ConvVerdict v{a, {}, false, 0};
+    ConvVerdict v{a, {}, false, false, 0};
     for (const auto& t : hard.exclude)
       if (v.reason.empty() && carries(*a, tags, t)) v.reason = msg("excluded by optimizer_excluding=", t);
     for (const auto& t : hard.require)
@@ -136,6 +137,7 @@ ConvCandidates meta_candidates(const AbstractConvOp& op, const ConvProblem& prob
     if (v.reason.empty() && count <= 0)
       v.reason = msg("not a meta candidate (", is_default ? "default" : "alternative",
                      "; count ", count, " after metaopt.optimizer_including/excluding)");
+    v.by_tags = !v.reason.empty();
     judge(v, &problem);
     out.verdicts.push_back(std::move(v));
   }
@@ -231,9 +233,7 @@ std::optional<Var> lower_abstract_conv(const Var& v, RewriteContext& ctx) {
   std::vector<std::string> passed_over;  // tag-enabled algorithms ahead of the winner that declined
   for (const auto& verdict : c.verdicts) {
     if (!verdict.reason.empty()) {
-      if (verdict.reason.rfind("excluded", 0) != 0 && verdict.reason.rfind("not enabled", 0) != 0 &&
-          verdict.reason.rfind("lacks", 0) != 0)
-        passed_over.push_back(verdict.algorithm->name() + ": " + verdict.reason);
+      if (!verdict.by_tags) passed_over.push_back(verdict.algorithm->name() + ": " + verdict.reason);
       continue;
     }
     std::string why = "priority";

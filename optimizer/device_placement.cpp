@@ -29,11 +29,11 @@ std::vector<Var> TransferOp::grad(const std::vector<Var>& inputs, const Var&, co
 
 void TransferOp::perform(const std::vector<Tensor>& inputs, Tensor& output, const ExecContext&) const {
   if (inputs.size() != 1) throw RuntimeError(msg(label(), ": expects 1 input, got ", inputs.size()));
-  if (inputs[0].device() == DeviceKind::cpu && output.device() == DeviceKind::cpu) {
+  if (to_ == DeviceKind::cpu && inputs[0].device() == DeviceKind::cpu && output.device() == DeviceKind::cpu) {
     output.copy_from(inputs[0]);
     return;
   }
-  throw DeviceError(msg(label(), ": copying ", device_name(inputs[0].device()), " -> ", device_name(output.device()),
+  throw DeviceError(msg(label(), ": copying ", device_name(inputs[0].device()), " -> ", device_name(to_),
                         " needs the CUDA backend's memcpy, which is not wired into the transfer op yet "
                         "(GPU DSL kernels are not implemented yet)"));
 }

@@ -7,12 +7,14 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <random>
 
 #include "convgraph/backends/cpu/reference.hpp"
 #include "convgraph/core/function_graph.hpp"
 #include "convgraph/runtime/profile.hpp"
 #include "convgraph/runtime/thread_pool.hpp"
+#include "optimizer/device_buffers.hpp"
 #include "optimizer/passes.hpp"
 #include "optimizer/text_util.hpp"
 
@@ -75,6 +77,36 @@ TuneData make_data(const ConvProblem& p) {
   return d;
 }
 
+/// The operands as one device sees them: host data itself on the CPU, copies elsewhere;
+/// one workspace as large as the largest candidate of that device asks for.
+struct DeviceData {
+  DeviceKind device;
+  Tensor in0, in1, out;
+  std::shared_ptr<Storage> ws;
+  std::size_t ws_bytes = 0;
+
+  DeviceData(const TuneData& host, DeviceKind dev, const std::vector<AlgorithmPtr>& algos, const ConvProblem& p)
+      : device(dev), in0(copy_to(host.in0, dev)), in1(copy_to(host.in1, dev)) {
+    std::size_t want = 0;
+    for (const auto& a : algos)
+      if (a->device() == dev) want = std::max(want, a->workspace_bytes(p));
+    if (want > 0) {
+      try {
+        ws = allocate_on(dev, want);
+        ws_bytes = want;
+      } catch (const MemoryError&) {
+        ws_bytes = 0;  // candidates that need workspace are skipped
+      }
+    }
+  }
+  void reset_output(const TuneData& host) {
+    Tensor garbage(host.out.dtype(), host.out.shape());
+    fill_nan(garbage);
+    if (device == DeviceKind::cpu) out = garbage;
+    else out = copy_to(garbage, device);
+  }
+};
+
 std::string gflops_text(const ConvProblem& p, double seconds) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f GFLOP/s", seconds > 0 ? p.flops() / seconds * 1e-9 : 0.0);
@@ -101,15 +133,22 @@ TuneOutcome tune_conv(const ConvProblem& p, const ConvCandidates& candidates, co
   ThreadPool& pool = o.pool ? *o.pool : ThreadPool::default_pool();
 
   std::vector<AlgorithmPtr> usable = candidates.usable();
+  std::size_t in_set = 0;
+  for (const auto& v : candidates.verdicts) in_set += v.by_tags ? 0 : 1;
   char head[64];
   std::snprintf(head, sizeof head, "%.3g GFLOP", p.flops() * 1e-9);
-  say(msg("[metaopt] ", label, ": ", p.key(), " (", head, ", ", usable.size(), " of ",
-          candidates.verdicts.size(), " candidates applicable)"));
-  for (const auto& v : candidates.verdicts)
-    if (!v.reason.empty()) say(msg("[metaopt]   ", padded(v.algorithm->name(), 18), " skipped: ", v.reason));
+  say(msg("[metaopt] ", label, ": ", p.key(), " (", head, "; ", in_set, " candidates, ", usable.size(),
+          " applicable)"));
+  // Which algorithms the tags left out is noise at level 1; why a candidate does not apply is not.
+  auto report_skips = [&] {
+    for (const auto& v : candidates.verdicts)
+      if (!v.reason.empty() && (!v.by_tags || o.verbose >= 2))
+        say(msg("[metaopt]   ", padded(v.algorithm->name(), 18), v.by_tags ? " not a candidate: " : " skipped: ", v.reason));
+  };
 
   TuneOutcome out;
   if (usable.empty()) {
+    report_skips();
     say("[metaopt]   no applicable candidate; falling back to priority lowering");
     return out;
   }
@@ -130,6 +169,7 @@ TuneOutcome tune_conv(const ConvProblem& p, const ConvCandidates& candidates, co
       say(msg("[metaopt]   stale cache entry (", e->algorithm, " v", e->version, " is no longer a candidate); re-tuning"));
     }
   }
+  report_skips();
   if (p.dtype != DType::float32 && p.dtype != DType::float64) {
     say(msg("[metaopt]   cannot time ", dtype_name(p.dtype), " problems on the host yet; falling back to priority lowering"));
     return out;
@@ -138,44 +178,39 @@ TuneOutcome tune_conv(const ConvProblem& p, const ConvCandidates& candidates, co
   const double ref_start = clock.now();
   TuneData data = make_data(p);
   if (o.verbose >= 2) say(msg("[metaopt]   reference computed in ", seconds_text(clock.now() - ref_start)));
-  std::size_t ws_bytes = 0;
-  for (const auto& a : usable) ws_bytes = std::max(ws_bytes, a->workspace_bytes(p));
-  std::shared_ptr<Storage> ws;
-  if (ws_bytes > 0) {
-    try {
-      ws = allocate_host(ws_bytes);
-    } catch (const MemoryError&) {
-      ws_bytes = 0;  // candidates that need workspace are skipped below
-    }
-  }
-  const ConvTensors t = conv_tensors(p.direction, data.in0.raw(), data.in1.raw(), data.out.raw());
+  std::map<DeviceKind, DeviceData> on_device;  // operands per device, made on first use
 
   const double start = clock.now();
   double best = 0;
   for (const auto& a : usable) {
     const std::string name = padded(a->name(), 18);
-    if (a->device() != DeviceKind::cpu) {
-      say(msg("[metaopt]   ", name, " skipped: timing on ", device_name(a->device()),
-              " needs device buffers, which the meta-optimizer does not allocate yet"));
-      continue;
-    }
     if (out.winner && clock.now() - start > o.budget_seconds) {
       say(msg("[metaopt]   ", name, " skipped: the node's time budget of ", seconds_text(o.budget_seconds), " is spent"));
       continue;
     }
+    const DeviceKind dev = a->device();
     const std::size_t need = a->workspace_bytes(p);
-    if (need > ws_bytes) {
-      say(msg("[metaopt]   ", name, " skipped: cannot allocate ", bytes_text_iec(static_cast<double>(need)), " of workspace"));
-      continue;
-    }
-    const ConvContext cc{&pool, ws ? ws->data : nullptr, ws_bytes, nullptr};
     std::vector<double> times;
     try {
-      fill_nan(data.out);  // catches algorithms that leave part of the output unwritten
-      const double t0 = clock.now();
-      a->run(p, t, cc);
-      const double warm = clock.now() - t0;
-      const ConvCheck check = compare_conv_results(data.out.raw(), data.want.raw(), data.want.numel(), p.dtype);
+      auto it = on_device.find(dev);
+      if (it == on_device.end()) it = on_device.emplace(dev, DeviceData(data, dev, usable, p)).first;
+      DeviceData& d = it->second;
+      if (need > d.ws_bytes) {
+        say(msg("[metaopt]   ", name, " skipped: cannot allocate ", bytes_text_iec(static_cast<double>(need)), " of workspace"));
+        continue;
+      }
+      d.reset_output(data);  // NaN garbage: catches algorithms that leave part of the output unwritten
+      const ConvTensors t = conv_tensors(p.direction, d.in0.raw(), d.in1.raw(), d.out.raw());
+      const ConvContext cc{dev == DeviceKind::cpu ? &pool : nullptr, d.ws ? d.ws->data : nullptr, d.ws_bytes, nullptr};
+      auto timed_run = [&] {
+        const double t0 = clock.now();
+        a->run(p, t, cc);
+        synchronize(dev);
+        return clock.now() - t0;
+      };
+      const double warm = timed_run();
+      const Tensor got = copy_to_host(d.out);
+      const ConvCheck check = compare_conv_results(got.raw(), data.want.raw(), data.want.numel(), p.dtype);
       if (!check.ok) {
         say(msg("[metaopt]   ", name, " rejected: wrong result, ", check.to_string()));
         continue;
@@ -187,12 +222,10 @@ TuneOutcome tune_conv(const ConvProblem& p, const ConvCandidates& candidates, co
       }
       double total = 0;
       while (static_cast<int>(times.size()) < o.min_runs || (static_cast<int>(times.size()) < o.max_runs && total < 0.02)) {
-        const double r0 = clock.now();
-        a->run(p, t, cc);
-        times.push_back(clock.now() - r0);
+        times.push_back(timed_run());
         total += times.back();
       }
-    } catch (const std::exception& e) {
+    } catch (const std::exception& e) {  // allocation failure, a device error...: skipped, not fatal
       say(msg("[metaopt]   ", name, " failed: ", e.what()));
       continue;
     }

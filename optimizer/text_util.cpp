@@ -65,8 +65,10 @@ std::string join_text(const std::vector<std::string>& items, std::string_view se
 
 std::string seconds_text(double s) {
   char buf[64];
-  if (s >= 1.0) std::snprintf(buf, sizeof buf, "%.3f s", s);
-  else if (s >= 1e-3) std::snprintf(buf, sizeof buf, "%.3f ms", s * 1e3);
+  // Thresholds just below the unit so 0.99999999e-3 (a difference of clock readings)
+  // prints as "1.000 ms", not "1000.0 us".
+  if (s >= 0.9995) std::snprintf(buf, sizeof buf, "%.3f s", s);
+  else if (s >= 0.9995e-3) std::snprintf(buf, sizeof buf, "%.3f ms", s * 1e3);
   else std::snprintf(buf, sizeof buf, "%.1f us", s * 1e6);
   return buf;
 }

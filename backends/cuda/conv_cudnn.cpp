@@ -42,7 +42,8 @@ struct Query {
 };
 
 /// cuDNN's workspace answer for one (algorithm, plan), cached: the query can cost a
-/// fraction of a millisecond and the meta-optimizer asks repeatedly.
+/// fraction of a millisecond and the meta-optimizer asks repeatedly. cuDNN's verdicts
+/// are cached, failures to ask are not.
 Query query_workspace(const CudnnAlgoInfo& a, const CudnnConvPlan& plan) {
   static std::mutex mu;
   static std::unordered_map<std::string, Query> cache;
@@ -80,7 +81,9 @@ Query query_workspace(const CudnnAlgoInfo& a, const CudnnConvPlan& plan) {
                      " this problem (", cudnnGetErrorString(st), detail.empty() ? "" : ": ", detail, ")");
     }
   } catch (const Error& e) {
+    // Descriptor or handle trouble (e.g. out of memory) may pass: answer, do not cache.
     q.reason = msg(a.name(), ": ", e.what());
+    return q;
   }
   std::lock_guard lock(mu);
   cache.emplace(key, q);

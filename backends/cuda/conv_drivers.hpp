@@ -77,7 +77,7 @@ void corrmm_run(const ConvProblem& p, T* x, T* w, T* y, T* col, Ops& ops) {
         ops.gemm(false, false, P, Kg, R, T(1), col, P, col_g, w, R, w_g, T(0), y + n * y_n, P, y_g, G);
         break;
       case ConvDirection::grad_inputs:
-        ops.gemm(false, false, P, R, Kg, T(1), y + n * y_n, P, y_g, w, R, w_g, T(0), col, P, col_g, G);
+        ops.gemm(false, true, P, R, Kg, T(1), y + n * y_n, P, y_g, w, R, w_g, T(0), col, P, col_g, G);
         ops.col2im(col, x + n * x_n, geo);
         break;
       case ConvDirection::grad_weights:
@@ -119,7 +119,7 @@ inline kernels::GatherSpec fft_family_spec(const ConvProblem& p, const FftGeomet
       s.add[a] = to_fft ? -p.pad_pre[ua] : p.pad_pre[ua];
     } else if (f == kFamilyW) {
       s.mul[a] = to_fft ? (p.flip ? -1 : 1) : (p.flip ? -d : d);
-      s.add[a] = 0;
+      s.add[a] = p.flip ? span : 0;
       s.div[a] = to_fft ? d : 1;
     }
   }

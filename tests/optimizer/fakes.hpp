@@ -43,7 +43,13 @@ class FakeAlgorithm final : public ConvAlgorithm {
   std::size_t workspace_bytes(const ConvProblem&) const override { return workspace; }
   void run(const ConvProblem& p, const ConvTensors& t, const ConvContext&) const override {
     ++runs;
+    if (throws) throw MemoryError(name_ + ": out of memory (fake)");
     reference_conv(p, t);
+    if (clobber_input) {  // writes into an operand it must only read
+      void* in = p.direction == ConvDirection::forward ? t.x : t.y;
+      if (p.dtype == DType::float32) static_cast<float*>(in)[0] += 1.0f;
+      else static_cast<double*>(in)[0] += 1.0;
+    }
     if (wrong_) {
       void* out = p.direction == ConvDirection::forward ? t.y : p.direction == ConvDirection::grad_inputs ? t.x : t.w;
       if (p.dtype == DType::float32) static_cast<float*>(out)[0] += 0.5f;
@@ -54,6 +60,8 @@ class FakeAlgorithm final : public ConvAlgorithm {
   int version() const override { return version_; }
 
   bool only_stride1 = false;
+  bool throws = false;
+  bool clobber_input = false;
   std::size_t workspace = 0;
   int version_ = 1;
   mutable std::atomic<int> runs{0};

@@ -123,6 +123,22 @@ TEST_CASE("metaopt: metaopt.optimizer_including/excluding use Theano's multiset 
         std::vector<std::string>{"fake.direct"});
 }
 
+TEST_CASE("metaopt: a candidate that fails (out of memory) is skipped and recorded", "[optimizer][metaopt]") {
+  Bench b;
+  b.add("fake.ok", {"conv_gemm", "fast_run"}, 4e-3);
+  auto boom = b.add("fake.boom", {"conv_direct", "fast_run"}, 1e-4);
+  boom->throws = true;
+  Net n;
+  CHECK(chosen(optimized({n.x, n.w}, {n.y}, b.mode())) == std::vector<std::string>{"fake.ok"});
+  CHECK_THAT(b.text(), Contains("fake.boom") && Contains("failed: fake.boom: out of memory"));
+  // Nothing usable at all: priority lowering takes over (and picks the first by priority).
+  Bench only;
+  auto sole = only.add("fake.sole", {"conv_gemm", "fast_run"}, 1e-3);
+  sole->throws = true;
+  CHECK(chosen(optimized({n.x, n.w}, {n.y}, only.mode())) == std::vector<std::string>{"fake.sole"});
+  CHECK_THAT(only.text(), Contains("no candidate could be timed"));
+}
+
 TEST_CASE("metaopt: unknown shapes fall back to priority lowering, and verbose says so", "[optimizer][metaopt]") {
   Bench b;
   b.add("fake.slow", {"conv_gemm", "fast_run"}, 5e-3);

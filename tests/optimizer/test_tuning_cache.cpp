@@ -134,6 +134,21 @@ TEST_CASE("tuning cache: an algorithm version bump re-tunes", "[optimizer][cache
   CHECK(s.runs() > first);
 }
 
+TEST_CASE("tuning cache: a stale entry naming an algorithm that is not a candidate is re-tuned", "[optimizer][cache]") {
+  TempPath tmp("tuning.txt");
+  Setup s;
+  compile_net(s.mode(tmp.path));
+  std::string text = slurp(tmp.path);
+  for (std::size_t pos; (pos = text.find("\tfake.fast\t")) != std::string::npos;) text.replace(pos, 11, "\tfake.gone\t");
+  spit(tmp.path, text);
+  s.log.clear();
+  const int before = s.runs();
+  CHECK(compile_net(s.mode(tmp.path)) == std::vector<std::string>{"fake.fast", "fake.fast"});
+  CHECK(s.runs() > before);
+  CHECK_THAT(s.text(), Contains("stale cache entry (fake.gone"));
+  CHECK_THAT(slurp(tmp.path), !Contains("fake.gone"));
+}
+
 TEST_CASE("tuning cache: corrupt, truncated and foreign files are ignored with a warning and rewritten", "[optimizer][cache]") {
   Setup s;
   TempPath good_tmp("good.txt");

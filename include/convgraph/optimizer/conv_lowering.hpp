@@ -17,6 +17,7 @@ struct ConvVerdict {
   AlgorithmPtr algorithm;
   std::string reason;     ///< empty: usable
   bool promoted = false;  ///< moved to the front by an explicitly included tag (conv_fft...)
+  bool by_tags = false;   ///< declined by the tag query (not a candidate at all), not by the problem
   std::size_t workspace = 0;
 };
 

@@ -1,0 +1,20 @@
+#pragma once
+// Internal: moving tuning data and DebugMode comparisons between host and an algorithm's
+// device. CUDA builds use the CUDA backend's allocator and copies; other builds (and
+// machines without a GPU) throw DeviceError carrying cuda_info().reason.
+#include <memory>
+
+#include "convgraph/core/tensor.hpp"
+
+namespace convgraph {
+
+/// A contiguous host copy (t itself when already on the host and contiguous).
+Tensor copy_to_host(const Tensor& t);
+/// A contiguous copy of a host tensor on `device`.
+Tensor copy_to(const Tensor& host, DeviceKind device);
+/// Uninitialised memory on `device`.
+std::shared_ptr<Storage> allocate_on(DeviceKind device, std::size_t bytes);
+/// Waits for queued work on `device` (the calling thread's current stream); no-op on CPU.
+void synchronize(DeviceKind device);
+
+}  // namespace convgraph
