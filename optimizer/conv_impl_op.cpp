@@ -194,8 +194,9 @@ std::size_t ConvImplOp::workspace_bytes(const std::vector<TensorType>& inputs) c
 
 void ConvImplOp::perform(const std::vector<Tensor>& inputs, Tensor& output, const ExecContext& ctx) const {
   const std::string& who = options_.node_label.empty() ? label() : options_.node_label;
-  if (inputs.size() != 2)
-    throw RuntimeError(msg(who, ": expects 2 inputs, got ", inputs.size()));
+  // Inputs 0 and 1 are the operands; a grad op's optional input 2 only lends its shape.
+  if (inputs.size() < 2 || inputs.size() > 3)
+    throw RuntimeError(msg(who, ": expects 2 operands and an optional shape source, got ", inputs.size(), " inputs"));
   std::vector<TensorType> types;
   for (const auto& t : inputs) types.push_back(TensorType{t.dtype(), t.shape(), t.device()});
   const ConvProblem p = problem(types);

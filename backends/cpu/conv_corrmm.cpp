@@ -64,31 +64,29 @@ Plan make_plan(const ConvProblem& p) {
   pl.pointwise = g.is_pointwise();
   pl.rows = g.C * g.ker_numel;
   const i64 P = g.out_numel;
-  const i64 row_bytes = pl.rows * static_cast<i64>(pl.elem);  // bytes per column position
+  const i64 row_bytes = pl.rows * static_cast<i64>(pl.elem);  // column bytes per position
+  const i64 limit = static_cast<i64>(std::min<std::size_t>(p.workspace_limit, std::size_t{1} << 62));
   const i64 min_len = std::min(P, kMinSegment);
   pl.min_bytes = pl.pointwise ? 0 : row_bytes * min_len;
-  i64 len = std::clamp(kTargetSegmentBytes / std::max<i64>(row_bytes, 1), min_len, P);
-  i64 spc_target = 0;
-  if (!pl.pointwise) {
-    const i64 limit = static_cast<i64>(std::min<std::size_t>(p.workspace_limit, std::size_t{1} << 62));
-    if (row_bytes * min_len > limit) {
-      pl.fits = false;
-      return pl;
-    }
-    len = std::min(len, limit / row_bytes);  // >= min_len here
+  if (pl.min_bytes > limit) {
+    pl.fits = false;
+    return pl;
   }
-  // Split each image into equal segments of at most `len` positions.
+  // Segment length: about kTargetSegmentBytes of columns, at least min_len positions, at
+  // most one image, and within the limit; then split each image into equal segments.
+  i64 len = std::clamp(kTargetSegmentBytes / std::max<i64>(row_bytes, 1), min_len, P);
+  if (!pl.pointwise) len = std::min(len, limit / row_bytes);
   pl.segs_per_image = (P + len - 1) / len;
   pl.seg_len = (P + pl.segs_per_image - 1) / pl.segs_per_image;
   pl.total_segs = g.N * pl.segs_per_image;
   if (pl.pointwise) {
-    pl.segs_per_chunk = pl.total_segs;  // no buffer: everything is one chunk
+    pl.segs_per_chunk = std::max<i64>(pl.total_segs, 1);  // no buffer: one chunk
     return pl;
   }
+  // Chunk: several segments per thread, within the limit.
   const i64 seg_bytes = row_bytes * pl.seg_len;
-  const i64 limit = static_cast<i64>(std::min<std::size_t>(p.workspace_limit, std::size_t{1} << 62));
-  spc_target = std::max<i64>(4, kTargetChunkBytes / seg_bytes);
-  pl.segs_per_chunk = std::clamp<i64>(std::min(spc_target, limit / seg_bytes), 1, pl.total_segs);
+  const i64 target = std::max<i64>(4, kTargetChunkBytes / seg_bytes);
+  pl.segs_per_chunk = std::clamp<i64>(std::min(target, limit / seg_bytes), 1, std::max<i64>(pl.total_segs, 1));
   pl.workspace = static_cast<std::size_t>(pl.segs_per_chunk * seg_bytes);
   return pl;
 }
@@ -111,10 +109,10 @@ class Runner {
       parallel(ctx_, (s1 - s0) * g_.G, [&](i64 b, i64 e) {
         for (i64 i = b; i < e; ++i) {
           const i64 slot = i / g_.G, grp = i % g_.G, s = s0 + slot;
-          const auto [cols, ldc] = columns(slot, s, grp, /*fill=*/true);
+          const auto [cols, ld_cols] = columns(slot, s, grp, /*fill=*/true);
           const i64 n = pl_.seg_image(s), p0 = pl_.seg_begin(s), np = pl_.seg_end(s) - p0;
           gemm(false, false, g_.Kg, np, g_.Cg * KS_, T(1), w_ + grp * g_.Kg * g_.Cg * KS_,
-               g_.Cg * KS_, cols, ldc, T(0), y_ + (n * g_.K + grp * g_.Kg) * P_ + p0, P_);
+               g_.Cg * KS_, cols, ld_cols, T(0), y_ + (n * g_.K + grp * g_.Kg) * P_ + p0, P_);
         }
       });
     });
@@ -191,10 +189,10 @@ class Runner {
           const i64 c0 = nb * kWgradCols, c = std::min(kWgradCols, cols_per_group - c0);
           T* dw = w_ + (grp * g_.Kg + m0) * cols_per_group + c0;
           for (i64 s = s0; s < s1; ++s) {
-            const auto [cols, ldc] = columns(s - s0, s, grp, /*fill=*/false);
+            const auto [cols, ld_cols] = columns(s - s0, s, grp, /*fill=*/false);
             const i64 n = pl_.seg_image(s), p0 = pl_.seg_begin(s), np = pl_.seg_end(s) - p0;
             gemm(false, true, m, c, np, T(1), y_ + (n * g_.K + grp * g_.Kg + m0) * P_ + p0, P_,
-                 cols + c0 * ldc, ldc, s == 0 ? T(0) : T(1), dw, cols_per_group);
+                 cols + c0 * ld_cols, ld_cols, s == 0 ? T(0) : T(1), dw, cols_per_group);
           }
         }
       });

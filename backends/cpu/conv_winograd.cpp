@@ -26,6 +26,10 @@
 #include <thread>
 #include <type_traits>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include "convgraph/backends/cpu/algorithms.hpp"
 #include "convgraph/runtime/thread_pool.hpp"
 
@@ -40,9 +44,34 @@ constexpr int kAlpha = 6;         // input tile 6x6
 constexpr int kE = kAlpha * kAlpha;
 constexpr int kMR = 6;            // GEMM register block: kMR output channels ...
 constexpr int kNV = 4;            // ... times kNV vectors (64 tiles)
+constexpr int kChunkKb = 4;       // output channels per GEMM + output-transform pass: 4 * kMR
 
 inline v16 load(const float* p) { v16 v; std::memcpy(&v, p, sizeof v); return v; }
 inline void store(float* p, v16 v) { std::memcpy(p, &v, sizeof v); }
+
+/// Values p[i] for i in [lo, hi) (clamped to the vector), zeros elsewhere; never touches
+/// memory outside [lo, hi).
+inline v16 load_part(const float* p, i64 lo, i64 hi) {
+  lo = std::max<i64>(lo, 0), hi = std::min<i64>(hi, 16);
+  if (lo >= hi) return v16{};
+#if defined(__AVX512F__)
+  const auto m = static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+  return _mm512_maskz_loadu_ps(m, p);
+#else
+  v16 v{};
+  for (i64 i = lo; i < hi; ++i) v[i] = p[i];
+  return v;
+#endif
+}
+
+/// Stores the first n (< 16) lanes.
+inline void store_part(float* p, v16 v, i64 n) {
+#if defined(__AVX512F__)
+  _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1u), v);
+#else
+  for (i64 i = 0; i < n; ++i) p[i] = v[i];
+#endif
+}
 
 inline v16 shuf(v16 a, v16 b, v16i m) {
 #if defined(__GNUC__) && !defined(__clang__)
@@ -75,6 +104,7 @@ struct Job {
   i64 tbp = 16, ts = 32;               ///< lanes per block (multiple of 16), V/M row stride
   i64 kop = 0;                         ///< Co rounded up to kMR
   i64 Q = 0;                           ///< phase-line length
+  i64 ve = 0, me = 0;                  ///< plane strides of V [e][ci][ts] and M [e][co][ts]
   int slots = 1;
   // Workspace (float offsets).
   i64 u_off = 0, slot_off = 0, slot_size = 0, v_off = 0, m_off = 0, line_off = 0, total = 0;
@@ -90,16 +120,28 @@ struct Job {
     pl = grad ? 2 - p.pad_pre[1] : p.pad_pre[1];
     th = (OH + 3) / 4, tw = (OW + 3) / 4, rows = N * th;
     slots = max_slots();
-    choose_block();
     kop = round_up(Co, kMR);
     Q = round_up(tw, 16) + 16;
+    choose_block();
+    layout();
+    if (static_cast<std::size_t>(total) * sizeof(float) > p.workspace_limit && R > 1) {
+      // Under a tight limit, the smallest blocks (one tile row) before declining.
+      R = 1, blocks = rows, tbp = round_up(tw, 16);
+      layout();
+    }
+  }
+
+  void layout() {
     ts = tbp + 16;  // one vector of slack: a tile row's last vector may spill past tbp
     u_off = 0;
     const i64 u = G * kE * kop * Ci;
     slot_off = static_cast<i64>(align_bytes(static_cast<std::size_t>(u) * 4) / 4);
     v_off = 0;
-    m_off = static_cast<i64>(align_bytes(static_cast<std::size_t>(kE * Ci * ts) * 4) / 4);
-    line_off = m_off + static_cast<i64>(align_bytes(static_cast<std::size_t>(kE * kop * ts) * 4) / 4);
+    // The 36 planes of V and of M are written (V) and read (M) together, one vector from
+    // each: a plane stride that is a multiple of 4 KiB would put all 36 in one L1 set.
+    ve = Ci * ts + 16, me = std::min<i64>(kop, kChunkKb * kMR) * ts + 16;
+    m_off = static_cast<i64>(align_bytes(static_cast<std::size_t>(kE * ve) * 4) / 4);
+    line_off = m_off + static_cast<i64>(align_bytes(static_cast<std::size_t>(kE * me) * 4) / 4);
     slot_size = line_off + static_cast<i64>(align_bytes(static_cast<std::size_t>((kAlpha + 2) * 4 * Q) * 4) / 4);
     total = slot_off + slots * slot_size;
   }
@@ -107,7 +149,10 @@ struct Job {
   /// Tile rows per block: about `target` tiles (fewer for wide channels, so V and U_e stay
   /// cache-sized), with little lane padding and an even spread over the threads.
   void choose_block() {
-    const i64 target = std::clamp<i64>(16384 / std::max<i64>({Ci, Co, 1}), 32, 128);
+    // 8192 / channels: V (36 x Ci x tiles) and M stay within L2 for narrow layers; at least
+    // 64 tiles so the kernel's U_e loads are amortised for wide ones (measured on the
+    // resnet/vgg 3x3 layers: 64-128 tiles beat both 32 and 256).
+    const i64 target = std::clamp<i64>(8192 / std::max<i64>({Ci, Co, 1}), 64, 128);
     const i64 rmax = std::max<i64>(1, std::min(rows, (2 * target + tw - 1) / tw));
     const i64 rmin = std::max<i64>(1, std::min(rmax, target / 2 / tw));
     double best = 1e300;
@@ -141,33 +186,33 @@ inline void g3(const v16 v[3], v16 o[6]) {
 void transform_filters(const ConvProblem& p, const Job& j, const float* w, float* U, ThreadPool* pool) {
   const i64 Kg = p.Kg(), Cg = p.Cg(), nkb = j.kop / kMR;
   const bool rot = p.flip != j.grad;  // grad_inputs uses the filter rotated by 180 degrees
-  // Task = (group, block of kMR output channels). 16 input channels are transformed at
-  // once (one per lane) into a small buffer, then each of the 36 U_e planes gets one
-  // contiguous run: writing the 36 planes directly, 1 MB apart, thrashed the L1 sets.
+  constexpr int kLanes = 16 * kMR;    // (ci, r) pairs of one chunk, in U's packed order
+  // Task = (group, block of kMR output channels). A chunk of 16 input channels is 96
+  // filters stored contiguously in every U_e, so the taps are first gathered into that
+  // order, then transformed 16 filters per vector and stored as whole vectors.
   auto body = [&](i64 t0, i64 t1) {
-    alignas(64) float buf[kE][16 * kMR];
-    alignas(64) float lanes[16];
+    alignas(64) float g[9][kLanes];
     for (i64 task = t0; task < t1; ++task) {
       const i64 gr = task / nkb, kb = task % nkb;
       for (i64 c0 = 0; c0 < j.Ci; c0 += 16) {
         const i64 cnt = std::min<i64>(16, j.Ci - c0);
-        for (int r = 0; r < kMR; ++r) {
-          const i64 co = kb * kMR + r;
-          v16 g[3][3];
-          for (int a = 0; a < 3; ++a)
-            for (int b = 0; b < 3; ++b) g[a][b] = v16{};
-          if (co < j.Co)
-            for (i64 l = 0; l < cnt; ++l) {
-              const i64 ci = c0 + l;
-              // forward: w[k = gr*Kg + co][c = ci]; grad_inputs: w[k = gr*Kg + ci][c = co].
-              const i64 k = gr * Kg + (j.grad ? ci : co), c = j.grad ? co : ci;
-              const float* wk = w + (k * Cg + c) * 9;
-              for (int a = 0; a < 3; ++a)
-                for (int b = 0; b < 3; ++b) g[a][b][l] = wk[(rot ? 2 - a : a) * 3 + (rot ? 2 - b : b)];
+        for (i64 l = 0; l < 16; ++l)
+          for (int r = 0; r < kMR; ++r) {
+            const i64 ci = c0 + l, co = kb * kMR + r;
+            const int lane = static_cast<int>(l) * kMR + r;
+            if (l >= cnt || co >= j.Co) {
+              for (int tap = 0; tap < 9; ++tap) g[tap][lane] = 0.0f;
+              continue;
             }
+            // forward: w[k = gr*Kg + co][c = ci]; grad_inputs: w[k = gr*Kg + ci][c = co].
+            const i64 k = gr * Kg + (j.grad ? ci : co), c = j.grad ? co : ci;
+            const float* wk = w + (k * Cg + c) * 9;
+            for (int tap = 0; tap < 9; ++tap) g[tap][lane] = wk[rot ? 8 - tap : tap];
+          }
+        for (int v = 0; v < kMR; ++v) {
           v16 t[3][6];  // t[b]: G applied to filter column b
           for (int b = 0; b < 3; ++b) {
-            const v16 col[3] = {g[0][b], g[1][b], g[2][b]};
+            const v16 col[3] = {load(g[b] + 16 * v), load(g[3 + b] + 16 * v), load(g[6 + b] + 16 * v)};
             g3(col, t[b]);
           }
           for (int e0 = 0; e0 < 6; ++e0) {
@@ -175,15 +220,17 @@ void transform_filters(const ConvProblem& p, const Job& j, const float* w, float
             v16 u[6];
             g3(row, u);
             for (int e1 = 0; e1 < 6; ++e1) {
-              store(lanes, u[e1]);
-              float* d = buf[e0 * 6 + e1] + r;
-              for (int l = 0; l < 16; ++l) d[l * kMR] = lanes[l];
+              float* dst = U + (((gr * kE + e0 * 6 + e1) * nkb + kb) * j.Ci + c0) * kMR + 16 * v;
+              if (16 * (v + 1) <= cnt * kMR) {
+                store(dst, u[e1]);
+              } else if (16 * v < cnt * kMR) {
+                alignas(64) float tmp[16];
+                store(tmp, u[e1]);
+                std::memcpy(dst, tmp, static_cast<std::size_t>(cnt * kMR - 16 * v) * sizeof(float));
+              }
             }
           }
         }
-        for (int e = 0; e < kE; ++e)
-          std::memcpy(U + (((gr * kE + e) * nkb + kb) * j.Ci + c0) * kMR, buf[e],
-                      static_cast<std::size_t>(cnt * kMR) * sizeof(float));
       }
     }
   };
@@ -203,18 +250,16 @@ void phase_line(const float* row, const Job& j, float* ph) {
   const v16i m23 = {2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31};
   const v16i lo8 = {0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23};
   const v16i hi8 = {8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31};
-  alignas(64) float tmp[64];
   // Lanes tx < tw read phases up to q = tw; later q stay as zeroed at slot start.
   for (i64 q = 0; q <= j.tw; q += 16) {
     const i64 x0 = 4 * q - j.pl;  // source column of this chunk's first value
-    const float* s = row + x0;
-    if (x0 < 0 || x0 + 64 > j.W) {
-      std::memset(tmp, 0, sizeof tmp);
-      const i64 a = std::max<i64>(x0, 0), b = std::min<i64>(x0 + 64, j.W);
-      if (b > a) std::memcpy(tmp + (a - x0), row + a, static_cast<std::size_t>(b - a) * sizeof(float));
-      s = tmp;
+    v16 a[4];
+    if (x0 >= 0 && x0 + 64 <= j.W) {
+      for (int v = 0; v < 4; ++v) a[v] = load(row + x0 + 16 * v);
+    } else {  // a chunk over the row's ends: masked loads, zeros outside the row
+      for (int v = 0; v < 4; ++v) a[v] = load_part(row + x0 + 16 * v, -x0 - 16 * v, j.W - x0 - 16 * v);
     }
-    const v16 a0 = load(s), a1 = load(s + 16), a2 = load(s + 32), a3 = load(s + 48);
+    const v16 a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3];
     const v16 e01 = shuf(a0, a1, m01), e23 = shuf(a2, a3, m01);
     const v16 f01 = shuf(a0, a1, m23), f23 = shuf(a2, a3, m23);
     store(ph + 0 * j.Q + q, shuf(e01, e23, lo8));
@@ -311,19 +356,20 @@ void gemm_cols(const Job& j, const float* u, const float* Ve, float* m, i64 nvec
   }
 }
 
-void gemm_e(const Job& j, const float* Ue, const float* Ve, float* Me) {
-  const i64 nvec = j.tbp / 16, nkb = j.kop / kMR;
+/// Row blocks [kb0, kb1) of M_e; M_e's row 0 is output channel kb0 * kMR.
+void gemm_e(const Job& j, const float* Ue, const float* Ve, float* Me, i64 kb0, i64 kb1) {
+  const i64 nvec = j.tbp / 16;
   const int nb = nvec >= 3 ? 1 : nvec == 2 ? 2 : 4;
-  i64 kb = 0;
+  i64 kb = kb0;
   auto at = [&](i64 b, auto tag) {
     constexpr int NB = decltype(tag)::value;
-    gemm_cols<NB>(j, Ue + b * j.Ci * kMR, Ve, Me + b * kMR * j.ts, nvec);
+    gemm_cols<NB>(j, Ue + b * j.Ci * kMR, Ve, Me + (b - kb0) * kMR * j.ts, nvec);
   };
   if (nb == 4)
-    for (; kb + 4 <= nkb; kb += 4) at(kb, std::integral_constant<int, 4>{});
+    for (; kb + 4 <= kb1; kb += 4) at(kb, std::integral_constant<int, 4>{});
   if (nb >= 2)
-    for (; kb + 2 <= nkb; kb += 2) at(kb, std::integral_constant<int, 2>{});
-  for (; kb < nkb; ++kb) at(kb, std::integral_constant<int, 1>{});
+    for (; kb + 2 <= kb1; kb += 2) at(kb, std::integral_constant<int, 2>{});
+  for (; kb < kb1; ++kb) at(kb, std::integral_constant<int, 1>{});
 }
 
 // ---------------------------------------------------------------------------------------
@@ -363,11 +409,7 @@ void output_row(const float* M, i64 mstride, i64 base, const Job& j, i64 ty, flo
       float* dst = plane + (4 * ty + a) * j.OW + x0;
       int v = 0;
       for (; v < 4 && 16 * (v + 1) <= cols; ++v) store(dst + 16 * v, out[v]);
-      if (v < 4 && 16 * v < cols) {
-        alignas(64) float buf[16];
-        store(buf, out[v]);
-        std::memcpy(dst + 16 * v, buf, static_cast<std::size_t>(cols - 16 * v) * sizeof(float));
-      }
+      if (v < 4 && 16 * v < cols) store_part(dst + 16 * v, out[v], cols - 16 * v);
     }
   }
 }
@@ -410,18 +452,22 @@ void run_winograd(const ConvProblem& p, const ConvTensors& t, const ConvContext&
             if (r == r0) std::fill(std::begin(cache.plane), std::end(cache.plane), nullptr);
             const i64 n = r / j.th, ty = r % j.th;
             const float* plane = src + (n * Cin + gr * j.Ci + ci) * j.H * j.W;
-            input_row(plane, j, ty, cache, V + ci * j.ts, j.Ci * j.ts, (r - r0) * j.tw);
+            input_row(plane, j, ty, cache, V + ci * j.ts, j.ve, (r - r0) * j.tw);
           }
-        // 2. GEMMs
-        for (int e = 0; e < kE; ++e)
-          gemm_e(j, U + (gr * kE + e) * j.kop * j.Ci, V + e * j.Ci * j.ts, M + e * j.kop * j.ts);
-        // 3. output transform
-        for (i64 co = 0; co < j.Co; ++co)
-          for (i64 r = r0; r < r1; ++r) {
-            const i64 n = r / j.th, ty = r % j.th;
-            float* plane = dst + (n * Cout + gr * j.Co + co) * j.OH * j.OW;
-            output_row(M + co * j.ts, j.kop * j.ts, (r - r0) * j.tw, j, ty, plane);
-          }
+        // 2. + 3. per chunk of output channels: the 36 GEMMs, then the output transform
+        // while that chunk of M is still in cache.
+        const i64 nkb = j.kop / kMR;
+        for (i64 kb0 = 0; kb0 < nkb; kb0 += kChunkKb) {
+          const i64 kb1 = std::min(nkb, kb0 + kChunkKb);
+          for (int e = 0; e < kE; ++e)
+            gemm_e(j, U + (gr * kE + e) * j.kop * j.Ci, V + e * j.ve, M + e * j.me, kb0, kb1);
+          for (i64 co = kb0 * kMR; co < std::min(j.Co, kb1 * kMR); ++co)
+            for (i64 r = r0; r < r1; ++r) {
+              const i64 n = r / j.th, ty = r % j.th;
+              float* plane = dst + (n * Cout + gr * j.Co + co) * j.OH * j.OW;
+              output_row(M + (co - kb0 * kMR) * j.ts, j.me, (r - r0) * j.tw, j, ty, plane);
+            }
+        }
       }
     }
   };

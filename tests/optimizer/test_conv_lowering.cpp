@@ -167,6 +167,15 @@ TEST_CASE("lowering: unknown shapes choose per shape at run time", "[optimizer][
   auto out2 = f2({xv, wv});
   CHECK(out2[0].shape() == Shape{1, 4, 3, 3});
   CHECK_THAT(conv_impls(f2.graph())[0]->implementation(), Contains("-> cpu.corrmm"));
+
+  // Gradients of a strided conv with unknown dims carry a shape-source input; in DebugMode
+  // every run is also checked against the reference.
+  auto g = grad(sum(y2 * y2), {x, w});
+  Function f3 = compile({x, w}, {g[0], g[1]}, Mode::debug_mode());
+  for (const auto* c : conv_impls(f3.graph())) CHECK(c->algorithm() == nullptr);
+  auto out3 = f3({xv, wv});
+  CHECK(out3[0].shape() == xv.shape());
+  CHECK(out3[1].shape() == wv.shape());
 }
 
 TEST_CASE("lowering: the workspace limit skips candidates that need more", "[optimizer][lowering]") {

@@ -248,7 +248,8 @@ void write_entries(const std::string& path, const std::string& tag, int n) {
 TEST_CASE("tuning cache: concurrent writers (threads) never corrupt it and lose nothing", "[optimizer][cache]") {
   TempPath tmp("tuning.txt");
   std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t) threads.emplace_back(write_entries, tmp.path, "t" + std::to_string(t), 25);
+  const std::vector<std::string> tags{"t0", "t1", "t2", "t3"};
+  for (const auto& tag : tags) threads.emplace_back(write_entries, tmp.path, tag, 25);
   for (auto& t : threads) t.join();
   TuningCache::Entries e;
   std::string err;
@@ -263,7 +264,7 @@ TEST_CASE("tuning cache: concurrent writers (processes) never corrupt it and los
     const pid_t pid = ::fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
-      write_entries(tmp.path, "p" + std::to_string(k), 30);
+      write_entries(tmp.path, std::string(1, static_cast<char>('p' + k)), 30);
       ::_exit(0);
     }
     kids.push_back(pid);

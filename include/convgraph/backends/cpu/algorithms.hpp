@@ -1,6 +1,8 @@
 #pragma once
 /// Factories for the built-in CPU convolution algorithms. register_cpu.cpp lists them in
-/// priority order; tests and benchmarks may build one directly.
+/// priority order; tests and benchmarks may build one directly. CPU algorithms split their
+/// work over ConvContext::pool and run serially on the calling thread when it is null; the
+/// result never depends on the number of threads.
 #include <memory>
 
 #include "convgraph/backends/conv_algorithm.hpp"
