@@ -205,6 +205,10 @@ void ConvImplOp::perform(const std::vector<Tensor>& inputs, Tensor& output, cons
     throw ShapeError(msg(who, ": output buffer ", dtype_name(output.dtype()), shape_to_string(output.shape()),
                          " does not match the problem's ", dtype_name(p.dtype), shape_to_string(written_shape(p))));
 
+  for (const Tensor* t : {&inputs[0], &inputs[1], static_cast<const Tensor*>(&output)})
+    if (t->device() != algo.device())  // a kernel must never dereference another device's memory
+      throw DeviceError(msg(who, ": algorithm ", algo.name(), " runs on ", device_name(algo.device()),
+                            " but was handed a ", device_name(t->device()), " tensor"));
   const std::size_t need = algo.workspace_bytes(p);
   ConvContext cc{ctx.pool ? ctx.pool : &ThreadPool::default_pool(), ctx.workspace, ctx.workspace_bytes, ctx.stream};
   std::shared_ptr<Storage> scratch;

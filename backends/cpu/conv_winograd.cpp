@@ -30,6 +30,12 @@
 #include <immintrin.h>
 #endif
 
+// Without AVX-512 (portable builds) GCC notes that passing 64-byte vectors by value has a
+// different ABI; these helpers are all internal to this file, so that does not matter.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
 #include "convgraph/backends/cpu/algorithms.hpp"
 #include "convgraph/runtime/thread_pool.hpp"
 

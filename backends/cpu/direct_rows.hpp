@@ -11,13 +11,27 @@
 // Positions are computed in tiles of kLanes positions for a block of KB destination rows,
 // with the KB x kLanes accumulators held in vector registers (GCC vector extensions: one
 // 512-bit register per 16 floats or 8 doubles; narrower ISAs split them). A tile whose
-// reads all lie inside the source row loads straight from it; a border tile first copies
-// the span it reads into a small zero-padded window, so every position runs vectorised.
+// reads all lie inside the source row loads straight from it. A border tile uses AVX-512
+// masked loads where the build has them (lanes reading padding are masked off: zero, and
+// never touched in memory), else it first copies the span it reads into a small
+// zero-padded window; either way every position runs vectorised.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
 #include <vector>
+
+#if defined(__AVX512F__)
+// GCC 12's AVX-512 headers raise false -Wuninitialized warnings (GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+#define CONVGRAPH_DIRECT_MASKED_LOADS 1
+#else
+#define CONVGRAPH_DIRECT_MASKED_LOADS 0
+#endif
 
 namespace convgraph::cpu {
 
@@ -73,60 +87,105 @@ inline VecOf<A> load_lanes(const T* p, std::int64_t step) {
   return v;
 }
 
-/// One tile: positions [j, j + kLanes) for destination rows [c0, c0 + KB). With kWindow,
-/// each (q, row tap) source span is first copied into a zero-padded window so no read
-/// leaves the row. Stores the first `nstore` positions.
-template <class T, class A, int KB, bool kUnit, bool kWindow>
+#if CONVGRAPH_DIRECT_MASKED_LOADS
+/// L lanes from p, lane l only when bit l of `mask` is set (others zero, never read).
+template <class A, class T>
+inline VecOf<A> masked_lanes(const T* p, unsigned mask) {
+  if constexpr (std::is_same_v<A, float>) {
+    return _mm512_maskz_loadu_ps(static_cast<__mmask16>(mask), p);
+  } else if constexpr (std::is_same_v<T, double>) {
+    return _mm512_maskz_loadu_pd(static_cast<__mmask8>(mask), p);
+  } else {  // float storage, double accumulation
+    return _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_maskz_loadu_ps(static_cast<__mmask16>(mask & 0xffu), p)));
+  }
+}
+#endif
+
+/// How a tile reads its source rows.
+enum class TileMode { direct, window, masked };
+
+/// One tile: positions [j, j + kLanes) for destination rows [c0, c0 + KB); stores the first
+/// `nstore` positions. kMode direct: every read is inside the row. window: each (q, row tap)
+/// span is first copied into a zero-padded window. masked (unit step, AVX-512 builds):
+/// lanes whose read falls outside the row are masked off.
+template <class T, class A, int KB, bool kUnit, TileMode kMode>
 void row_tile(const RowJob<T>& job, std::int64_t c0, std::int64_t j, int nstore,
               std::int64_t min_off, std::int64_t max_off) {
   using V = VecOf<A>;
   constexpr int L = static_cast<int>(64 / sizeof(A));
   constexpr int NV = kLanes / L;
+  constexpr bool kWindow = kMode == TileMode::window;
   const std::int64_t step = kUnit ? 1 : job.src_step;
   // The span of source indices this tile reads, relative to the row start.
   const std::int64_t win_lo = j * step + min_off;
   const std::int64_t win_len = (kLanes - 1) * step + (max_off - min_off) + 1;
   T window[kWindow ? kMaxWindow : 1];
+  // Every loop over kk / v is fully unrolled so that the accumulators live in registers
+  // (without the pragmas g++ 12 keeps storing them to the stack).
   V acc[KB][NV];
+#pragma GCC unroll 16
   for (int kk = 0; kk < KB; ++kk)
+#pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) acc[kk][v] = V{};
   for (std::int64_t q = 0; q < job.nq; ++q) {
     const T* sq = job.src + q * job.src_qstride;
     const T* wq = job.w + c0 * job.w_cstride + q * job.w_qstride;
     for (const RowTap& rt : job.row_taps) {
-      const T* base;  // base[c.src_off + lane * step] is the value for column tap c
-      std::int64_t base_shift;
+      const T* wr = wq + rt.w_off;
       if constexpr (kWindow) {
+        // window[i] = row[win_lo + i], zero outside [0, src_row_len).
         const T* row = sq + rt.src_off;
         for (std::int64_t i = 0; i < win_len; ++i) {
           const std::int64_t s = win_lo + i;
           window[i] = (s >= 0 && s < job.src_row_len) ? row[s] : T(0);
         }
-        base = window;
-        base_shift = -min_off;
-      } else {
-        base = sq + rt.src_off + j * step;
-        base_shift = 0;
       }
-      const T* wr = wq + rt.w_off;
       for (const ColTap& ct : job.col_taps) {
-        const T* sp = base + (ct.src_off + base_shift);
         V xv[NV];
-        for (int v = 0; v < NV; ++v) xv[v] = load_lanes<A, T, kUnit>(sp + v * L * step, step);
+        if constexpr (kMode == TileMode::window) {
+          const T* sp = window + (ct.src_off - min_off);
+#pragma GCC unroll 4
+          for (int v = 0; v < NV; ++v) xv[v] = load_lanes<A, T, kUnit>(sp + v * L * step, step);
+        } else if constexpr (kMode == TileMode::masked) {
+#if CONVGRAPH_DIRECT_MASKED_LOADS
+          // Lanes l with ct.lo <= j + l < ct.hi read inside the row.
+          const auto a = static_cast<unsigned>(std::clamp<std::int64_t>(ct.lo - j, 0, kLanes));
+          const auto b = static_cast<unsigned>(std::clamp<std::int64_t>(ct.hi - j, a, kLanes));
+          const unsigned mask = ((1u << b) - 1u) & ~((1u << a) - 1u);
+          // Address arithmetic only: masked-off lanes (before or after the row) are not read.
+          const auto addr = reinterpret_cast<std::uintptr_t>(sq) +
+                            static_cast<std::uintptr_t>(rt.src_off + ct.src_off + j) * sizeof(T);
+#pragma GCC unroll 4
+          for (int v = 0; v < NV; ++v)
+            xv[v] = masked_lanes<A, T>(reinterpret_cast<const T*>(addr) + v * L, (mask >> (v * L)) & ((1u << L) - 1u));
+#endif
+        } else {
+          const T* sp = sq + (rt.src_off + ct.src_off + j * step);
+#pragma GCC unroll 4
+          for (int v = 0; v < NV; ++v) xv[v] = load_lanes<A, T, kUnit>(sp + v * L * step, step);
+        }
         const T* wp = wr + ct.w_off;
+#pragma GCC unroll 16
         for (int kk = 0; kk < KB; ++kk) {
           const A wv = static_cast<A>(wp[kk * job.w_cstride]);
+#pragma GCC unroll 4
           for (int v = 0; v < NV; ++v) acc[kk][v] += wv * xv[v];
         }
       }
     }
   }
+  // Copy out through a separate array: taking acc's address would make g++ keep it in
+  // memory (and store every accumulator on every iteration).
+#pragma GCC unroll 16
   for (int kk = 0; kk < KB; ++kk) {
+    alignas(64) A out[kLanes];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) std::memcpy(out + v * L, &acc[kk][v], sizeof(V)) ;
     T* d = job.dst + (c0 + kk) * job.dst_cstride + j * job.dst_step;
-    if (nstore == kLanes && job.dst_step == 1 && std::is_same_v<A, T>) {
-      std::memcpy(d, &acc[kk][0], sizeof(acc[kk]));
+    if (nstore == kLanes && job.dst_step == 1) {
+      for (int l = 0; l < kLanes; ++l) d[l] = static_cast<T>(out[l]);
     } else {
-      for (int l = 0; l < nstore; ++l) d[l * job.dst_step] = static_cast<T>(acc[kk][l / L][l % L]);
+      for (int l = 0; l < nstore; ++l) d[l * job.dst_step] = static_cast<T>(out[l]);
     }
   }
 }
@@ -169,9 +228,11 @@ void row_block(const RowJob<T>& job, std::int64_t c0) {
   const bool window_fits = (kLanes - 1) * step + (max_off - min_off) + 1 <= kMaxWindow;
   auto tile = [&](std::int64_t j, int nstore) {
     if (j >= in_lo && j + kLanes <= in_hi) {
-      row_tile<T, A, KB, kUnit, false>(job, c0, j, nstore, min_off, max_off);
+      row_tile<T, A, KB, kUnit, TileMode::direct>(job, c0, j, nstore, min_off, max_off);
+    } else if (CONVGRAPH_DIRECT_MASKED_LOADS && kUnit) {
+      row_tile<T, A, KB, kUnit, TileMode::masked>(job, c0, j, nstore, min_off, max_off);
     } else if (window_fits) {
-      row_tile<T, A, KB, kUnit, true>(job, c0, j, nstore, min_off, max_off);
+      row_tile<T, A, KB, kUnit, TileMode::window>(job, c0, j, nstore, min_off, max_off);
     } else {
       for (int l = 0; l < nstore; ++l) row_point<T, A, KB>(job, c0, j + l);
     }

@@ -15,6 +15,13 @@
 
 #include "convgraph/core/error.hpp"
 
+// The butterfly loops read and write distinct buffers; say so, so they vectorise.
+#if defined(__clang__)
+#define CG_FFT_IVDEP _Pragma("clang loop vectorize(assume_safety)")
+#else
+#define CG_FFT_IVDEP _Pragma("GCC ivdep")
+#endif
+
 namespace convgraph::cpu::fft {
 
 using i64 = std::int64_t;
@@ -84,14 +91,14 @@ void stage(int p, i64 cur, i64 W, const Plan<T>& pl, const T* __restrict xr,
     bi[r][l] = ur * ti[r] + ui * tr[r];                   \
   } while (0)
     if (p == 2) {
-#pragma GCC ivdep
+CG_FFT_IVDEP
       for (i64 l = 0; l < W; ++l) {
         const T x0r = ar[0][l], x0i = ai[0][l], x1r = ar[1][l], x1i = ai[1][l];
         br[0][l] = x0r + x1r, bi[0][l] = x0i + x1i;
         CG_TW(1, x0r - x1r, x0i - x1i);
       }
     } else if (p == 4) {
-#pragma GCC ivdep
+CG_FFT_IVDEP
       for (i64 l = 0; l < W; ++l) {
         const T t0r = ar[0][l] + ar[2][l], t0i = ai[0][l] + ai[2][l];
         const T t1r = ar[0][l] - ar[2][l], t1i = ai[0][l] - ai[2][l];
@@ -103,7 +110,7 @@ void stage(int p, i64 cur, i64 W, const Plan<T>& pl, const T* __restrict xr,
         CG_TW(3, t1r - t3r, t1i - t3i);
       }
     } else if (p == 3) {
-#pragma GCC ivdep
+CG_FFT_IVDEP
       for (i64 l = 0; l < W; ++l) {
         const T sr = ar[1][l] + ar[2][l], si = ai[1][l] + ai[2][l];
         const T dr = ar[1][l] - ar[2][l], di = ai[1][l] - ai[2][l];
@@ -113,7 +120,7 @@ void stage(int p, i64 cur, i64 W, const Plan<T>& pl, const T* __restrict xr,
         CG_TW(2, mr - s3 * di, mi + s3 * dr);  // m + i s3 d
       }
     } else {  // p == 5
-#pragma GCC ivdep
+CG_FFT_IVDEP
       for (i64 l = 0; l < W; ++l) {
         const T x0r = ar[0][l], x0i = ai[0][l];
         const T a14r = ar[1][l] + ar[4][l], a14i = ai[1][l] + ai[4][l];
