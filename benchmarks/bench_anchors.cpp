@@ -10,6 +10,8 @@
 #include <iostream>
 #include <optional>
 #include <thread>
+
+#include <unistd.h>
 #include <unordered_map>
 
 #if CONVGRAPH_ANCHORS_OPENMP
@@ -39,6 +41,8 @@ fraction of this machine's FP32 peak (measured with an FMA loop at start and end
   --threads N             threads for both libraries (default 2)
   --repeats N             interleaved timed runs per implementation (default 5)
   --select-repeats N      timed runs per candidate while choosing (default 2)
+  --gap-ms MS             pause before each timed run, so the other library's idle
+                          threads settle (default 2)
   --json FILE             write the records
   --help
 )";
@@ -49,6 +53,7 @@ struct Options {
   std::vector<ConvDirection> directions{ConvDirection::forward, ConvDirection::grad_inputs,
                                         ConvDirection::grad_weights};
   int threads = 2, repeats = 5, select_repeats = 2;
+  double gap_ms = 2;
   bool help = false;
 };
 
@@ -78,6 +83,7 @@ Options parse_args(int argc, char** argv) {
     else if (arg == "--threads") o.threads = static_cast<int>(parse_int(next(), "--threads", 1, 1024));
     else if (arg == "--repeats") o.repeats = static_cast<int>(parse_int(next(), "--repeats", 1, 100000));
     else if (arg == "--select-repeats") o.select_repeats = static_cast<int>(parse_int(next(), "--select-repeats", 1, 1000));
+    else if (arg == "--gap-ms") o.gap_ms = parse_double(next(), "--gap-ms", 0, 1000);
     else if (arg == "--json") o.json = next();
     else throw UsageError(msg("unknown option '", arg, "' (see --help)"));
   }
@@ -92,7 +98,9 @@ struct Result {
   bool ok = true;
 };
 
-void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(2)); }
+void settle(double ms) {
+  if (ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+}
 
 Result bench_one(const Layer& layer, ConvDirection dir, const Options& o, const Mode& mode, ThreadPool* pool) {
   Result r;
@@ -146,8 +154,8 @@ Result bench_one(const Layer& layer, ConvDirection dir, const Options& o, const 
   Buffer ws = alloc_buffer((chosen_ws + 3) / 4);
   const ConvContext ctx{pool, ws.data, chosen_ws, nullptr};
   std::vector<double> t_cg, t_dnnl, t_conv;
-  auto timed = [](auto&& fn, std::vector<double>& out) {
-    settle();  // lets the other library's threads go idle (OpenMP spins after a region)
+  auto timed = [&](auto&& fn, std::vector<double>& out) {
+    settle(o.gap_ms);  // lets the other library's threads go idle (OpenMP spins after a region)
     const double t0 = now_seconds();
     fn();
     out.push_back(now_seconds() - t0);
@@ -219,8 +227,8 @@ int run(int argc, char** argv) {
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
   std::printf("load average %.2f at start; OMP_WAIT_POLICY=%s%s\n", load_average(), wait_policy ? wait_policy : "(unset)",
               load_average() > o.threads + 0.5
-                  ? "  WARNING: other processes are running: oneDNN's spinning OpenMP barriers and every "
-                    "timing suffer; rerun on an idle machine"
+                  ? "  WARNING: other processes are running: every timing suffers; compare only the "
+                    "ratios of this run, or rerun on an idle machine"
                   : "");
   std::printf("ratio = convgraph ms / oneDNN ms (< 1: convgraph faster); 'reord' counts oneDNN's reorders "
               "from/to NCHW, 'conv' is its primitive alone\n");
@@ -312,6 +320,14 @@ int run(int argc, char** argv) {
 }  // namespace convgraph::bench
 
 int main(int argc, char** argv) {
+  // OpenMP reads OMP_WAIT_POLICY when libgomp loads, before main: set it and start again.
+  // Spinning OpenMP barriers collapse on these VMs (a vCPU spinning on PAUSE gets descheduled
+  // by the hypervisor: oneDNN then takes 10-100x longer on small layers), so oneDNN's best
+  // configuration here is passive. Set OMP_WAIT_POLICY yourself to measure another one.
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
+    setenv("OMP_WAIT_POLICY", "passive", 1);
+    execv("/proc/self/exe", argv);  // returns only on failure: then run with the default policy
+  }
   try {
     return convgraph::bench::run(argc, argv);
   } catch (const convgraph::bench::UsageError& e) {

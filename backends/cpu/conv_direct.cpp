@@ -155,25 +155,16 @@ void grad_inputs(const ConvGeometry& g, T* dx, const T* w, const T* dy, const Co
 template <class A>
 inline constexpr int kWgradRowsOf = std::is_same_v<A, float> ? 4 : 2;
 
-/// Integer vector matching VecOf<A> lane for lane (the mask type of a vector select).
-template <class A>
-using MaskOf = std::conditional_t<std::is_same_v<A, float>,
-                                  std::int32_t __attribute__((vector_size(64))),
-                                  std::int64_t __attribute__((vector_size(64)))>;
-
 /// dw[k0 .. k0+KB, q, (t0, t1, t2 .. t2+TB)]: for each tap a dot product of output-gradient
 /// rows with the input rows the tap reads, over the batch and every output position.
 ///
 /// Each input row is first copied into a zero-padded window, so every tap loads whole
-/// vectors; a row whose length is not a multiple of kLanes ends with a tile overlapping its
-/// predecessor, whose already-counted lanes are removed by selecting zero for their products
-/// (a select, not a multiply by zero, so infinities in the data stay exact). Rows shorter
-/// than kLanes copy their output gradients into zero-padded lanes too.
+/// vectors. The short last tile of a row loads only its valid lanes of both operands (the
+/// others are zero on both sides), so padding lanes add exactly 0 * 0, whatever the data.
 template <class T, class A, int KB, int TB>
 void grad_weights_taps(const ConvGeometry& g, const T* x, T* dw, const T* dy, i64 grp, i64 k0,
                        i64 q, i64 t0, i64 t1, i64 t2) {
   using V = VecOf<A>;
-  using M = MaskOf<A>;
   constexpr int L = static_cast<int>(64 / sizeof(A));
   constexpr int NV = kLanes / L;
   const i64 s2 = g.stride[2];
@@ -183,22 +174,14 @@ void grad_weights_taps(const ConvGeometry& g, const T* x, T* dw, const T* dy, i6
   g.valid_out_range(1, t1, lo1, hi1);
   i64 off[TB];  // tap b reads x at o2 * s2 + off[b]; off grows with b
   for (int b = 0; b < TB; ++b) off[b] = (t2 + b) * g.dil[2] - g.pad[2];
-  const i64 span = std::max<i64>(W, kLanes);  // positions the tiles touch
+  const i64 span = (W + kLanes - 1) / kLanes * kLanes;  // positions the tiles touch
   const i64 win_len = (span - 1) * s2 + (off[TB - 1] - off[0]) + 1;
-  const bool short_rows = W < kLanes;
-  const i64 last_start = short_rows ? 0 : W - kLanes;
-  const i64 aligned_end = W - W % kLanes;  // tiles before this one are whole
-  // Lanes of the overlapping last tile that the previous tile already counted.
-  M keep[NV];
-  for (int v = 0; v < NV; ++v)
-    for (int l = 0; l < L; ++l) keep[v][l] = (last_start + v * L + l >= aligned_end) ? -1 : 0;
 
   V acc[KB][TB][NV];
   for (int kk = 0; kk < KB; ++kk)
     for (int b = 0; b < TB; ++b)
       for (int v = 0; v < NV; ++v) acc[kk][b][v] = V{};
   T xw[kMaxWindow];
-  alignas(64) A dyw[KB][kLanes];
   for (i64 n = 0; n < g.N; ++n) {
     const T* xq = x + (n * g.C + grp * g.Cg + q) * g.in_numel;
     const T* dyk = dy + (n * g.K + k0) * g.out_numel;
@@ -214,40 +197,50 @@ void grad_weights_taps(const ConvGeometry& g, const T* x, T* dw, const T* dy, i6
         for (i64 i = 0; i < c_lo; ++i) xw[i] = T(0);
         std::memcpy(xw + c_lo, xr + (off[0] + c_lo), static_cast<std::size_t>(c_hi - c_lo) * sizeof(T));
         for (i64 i = c_hi; i < win_len; ++i) xw[i] = T(0);
-        if (short_rows) {
-          for (int kk = 0; kk < KB; ++kk)
-            for (int l = 0; l < kLanes; ++l)
-              dyw[kk][l] = l < W ? static_cast<A>(dr[kk * g.out_numel + l]) : A(0);
-        }
-        auto tile = [&](i64 o2, bool overlap) {
+        // Whole tiles, then the short last tile (if any) with masked loads. Two separate
+        // loops with their own loads keep g++ from spilling the accumulators.
+        i64 o2 = 0;
+        for (; o2 + kLanes <= W; o2 += kLanes) {
           V xv[TB][NV], dv[KB][NV];
           for (int b = 0; b < TB; ++b)
             for (int v = 0; v < NV; ++v) {
               const T* p = xw + (o2 + v * L) * s2 + (off[b] - off[0]);
-              xv[b][v] = s2 == 1 ? detail::load_lanes<A, T, true>(p, 1) : detail::load_lanes<A, T, false>(p, s2);
+              if (s2 == 1) detail::load_lanes<A, T, true>(xv[b][v], p, 1);
+              else detail::load_lanes<A, T, false>(xv[b][v], p, s2);
             }
           for (int kk = 0; kk < KB; ++kk)
             for (int v = 0; v < NV; ++v)
-              dv[kk][v] = short_rows ? detail::load_lanes<A, A, true>(&dyw[kk][v * L], 1)
-                                     : detail::load_lanes<A, T, true>(dr + kk * g.out_numel + o2 + v * L, 1);
+              detail::load_lanes<A, T, true>(dv[kk][v], dr + kk * g.out_numel + o2 + v * L, 1);
           for (int kk = 0; kk < KB; ++kk)
             for (int b = 0; b < TB; ++b)
-              for (int v = 0; v < NV; ++v) {
-                if (overlap) acc[kk][b][v] += keep[v] ? dv[kk][v] * xv[b][v] : V{};
-                else acc[kk][b][v] += dv[kk][v] * xv[b][v];
-              }
-        };
-        i64 o2 = 0;
-        for (; o2 + kLanes <= W; o2 += kLanes) tile(o2, false);
-        if (short_rows) tile(0, false);
-        else if (o2 < W) tile(last_start, true);
+              for (int v = 0; v < NV; ++v) acc[kk][b][v] += dv[kk][v] * xv[b][v];
+        }
+        if (o2 < W) {
+          const int nvalid = static_cast<int>(W - o2);
+          V xv[TB][NV], dv[KB][NV];
+          for (int v = 0; v < NV; ++v) {
+            const int n_v = std::clamp(nvalid - v * L, 0, L);
+            for (int b = 0; b < TB; ++b)
+              detail::load_first_lanes<A, T>(xv[b][v], xw + (o2 + v * L) * s2 + (off[b] - off[0]), s2, n_v);
+            for (int kk = 0; kk < KB; ++kk)
+              detail::load_first_lanes<A, T>(dv[kk][v], dr + kk * g.out_numel + o2 + v * L, 1, n_v);
+          }
+          for (int kk = 0; kk < KB; ++kk)
+            for (int b = 0; b < TB; ++b)
+              for (int v = 0; v < NV; ++v) acc[kk][b][v] += dv[kk][v] * xv[b][v];
+        }
       }
   }
   for (int kk = 0; kk < KB; ++kk)
     for (int b = 0; b < TB; ++b) {
+      // Reduce through a copy: taking acc's address would keep it in memory in the loop.
       A sum = 0;
-      for (int v = 0; v < NV; ++v)
-        for (int l = 0; l < L; ++l) sum += acc[kk][b][v][l];
+      for (int v = 0; v < NV; ++v) {
+        const V t = acc[kk][b][v];
+        alignas(64) A lanes[L];
+        std::memcpy(lanes, &t, sizeof(t));
+        for (int l = 0; l < L; ++l) sum += lanes[l];
+      }
       const i64 wt = (g.wtap(0, t0) * g.ker[1] + g.wtap(1, t1)) * g.ker[2] + g.wtap(2, t2 + b);
       dw[((k0 + kk) * g.Cg + q) * g.ker_numel + wt] = static_cast<T>(sum);
     }
@@ -284,8 +277,9 @@ template <class T, class A, int KB>
 void grad_weights_block(const ConvGeometry& g, const T* x, T* dw, const T* dy, i64 grp, i64 k0, i64 q) {
   for (i64 t0 = 0; t0 < g.ker[0]; ++t0)
     for (i64 t1 = 0; t1 < g.ker[1]; ++t1) {
-      // The window of a pass spans the row plus the pass's taps (dilated) plus stride gaps.
-      const i64 span = std::max<i64>(g.out[2], kLanes);
+      // The window of a pass spans the tiles (rounded up to kLanes), plus the pass's taps
+      // (dilated), plus stride gaps.
+      const i64 span = (g.out[2] + kLanes - 1) / kLanes * kLanes;
       if ((span - 1) * g.stride[2] + 2 * g.dil[2] + 1 > kMaxWindow) {
         for (i64 t2 = 0; t2 < g.ker[2]; ++t2) grad_weights_tap_scalar<T, A, KB>(g, x, dw, dy, grp, k0, q, t0, t1, t2);
         continue;

@@ -20,6 +20,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <numbers>
 #include <thread>
@@ -43,9 +44,13 @@ std::size_t align_up(std::size_t v) { return (v + kAlign - 1) / kAlign * kAlign;
 // ---------------------------------------------------------------------------------------
 // Work distribution: `slots` scratch areas, each used by one thread at a time.
 
+/// Per-thread scratch areas the workspace holds: one per hardware thread (or per
+/// CONVGRAPH_THREADS, if larger), so workspace_bytes() depends on the problem and the
+/// machine only, never on which pool a run gets.
 int max_slots() {
-  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::clamp(std::max(hw, ThreadPool::default_pool().size()), 1, 64);
+  int n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (const char* env = std::getenv("CONVGRAPH_THREADS")) n = std::max(n, std::atoi(env));
+  return std::clamp(n, 1, 64);
 }
 
 template <class Fn>

@@ -75,28 +75,51 @@ struct RowJob {
 
 namespace detail {
 
+// Vectors are passed back through references: returning a 512-bit vector by value from a
+// function changes the ABI on builds without AVX-512 (g++ -Wpsabi).
 template <class A, class T, bool kUnit>
-inline VecOf<A> load_lanes(const T* p, std::int64_t step) {
+inline void load_lanes(VecOf<A>& v, const T* p, std::int64_t step) {
   constexpr int L = static_cast<int>(64 / sizeof(A));
-  VecOf<A> v;
   if constexpr (kUnit && std::is_same_v<A, T>) {
     std::memcpy(&v, p, sizeof(v));
   } else {
     for (int l = 0; l < L; ++l) v[l] = static_cast<A>(p[(kUnit ? l : l * step)]);
   }
-  return v;
+}
+
+/// Lanes [0, n) from p[l * step], the rest zero (and not read): masked loads where the build
+/// has AVX-512, else one lane at a time.
+template <class A, class T>
+inline void load_first_lanes(VecOf<A>& v, const T* p, std::int64_t step, int n) {
+  constexpr int L = static_cast<int>(64 / sizeof(A));
+#if defined(__AVX512F__)
+  if (step == 1) {
+    const unsigned mask = n >= L ? (1u << L) - 1u : (1u << n) - 1u;
+    if constexpr (std::is_same_v<A, float>) {
+      v = _mm512_maskz_loadu_ps(static_cast<__mmask16>(mask), p);
+    } else if constexpr (std::is_same_v<T, double>) {
+      v = _mm512_maskz_loadu_pd(static_cast<__mmask8>(mask), p);
+    } else {
+      v = _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_maskz_loadu_ps(static_cast<__mmask16>(mask), p)));
+    }
+    return;
+  }
+#endif
+  alignas(64) A lanes[L];
+  for (int l = 0; l < L; ++l) lanes[l] = l < n ? static_cast<A>(p[l * step]) : A(0);
+  std::memcpy(&v, lanes, sizeof(v));
 }
 
 #if CONVGRAPH_DIRECT_MASKED_LOADS
 /// L lanes from p, lane l only when bit l of `mask` is set (others zero, never read).
 template <class A, class T>
-inline VecOf<A> masked_lanes(const T* p, unsigned mask) {
+inline void masked_lanes(VecOf<A>& v, const T* p, unsigned mask) {
   if constexpr (std::is_same_v<A, float>) {
-    return _mm512_maskz_loadu_ps(static_cast<__mmask16>(mask), p);
+    v = _mm512_maskz_loadu_ps(static_cast<__mmask16>(mask), p);
   } else if constexpr (std::is_same_v<T, double>) {
-    return _mm512_maskz_loadu_pd(static_cast<__mmask8>(mask), p);
+    v = _mm512_maskz_loadu_pd(static_cast<__mmask8>(mask), p);
   } else {  // float storage, double accumulation
-    return _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_maskz_loadu_ps(static_cast<__mmask16>(mask & 0xffu), p)));
+    v = _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_maskz_loadu_ps(static_cast<__mmask16>(mask & 0xffu), p)));
   }
 }
 #endif
@@ -145,7 +168,7 @@ void row_tile(const RowJob<T>& job, std::int64_t c0, std::int64_t j, int nstore,
         if constexpr (kMode == TileMode::window) {
           const T* sp = window + (ct.src_off - min_off);
 #pragma GCC unroll 4
-          for (int v = 0; v < NV; ++v) xv[v] = load_lanes<A, T, kUnit>(sp + v * L * step, step);
+          for (int v = 0; v < NV; ++v) load_lanes<A, T, kUnit>(xv[v], sp + v * L * step, step);
         } else if constexpr (kMode == TileMode::masked) {
 #if CONVGRAPH_DIRECT_MASKED_LOADS
           // Lanes l with ct.lo <= j + l < ct.hi read inside the row.
@@ -157,12 +180,12 @@ void row_tile(const RowJob<T>& job, std::int64_t c0, std::int64_t j, int nstore,
                             static_cast<std::uintptr_t>(rt.src_off + ct.src_off + j) * sizeof(T);
 #pragma GCC unroll 4
           for (int v = 0; v < NV; ++v)
-            xv[v] = masked_lanes<A, T>(reinterpret_cast<const T*>(addr) + v * L, (mask >> (v * L)) & ((1u << L) - 1u));
+            masked_lanes<A, T>(xv[v], reinterpret_cast<const T*>(addr) + v * L, (mask >> (v * L)) & ((1u << L) - 1u));
 #endif
         } else {
           const T* sp = sq + (rt.src_off + ct.src_off + j * step);
 #pragma GCC unroll 4
-          for (int v = 0; v < NV; ++v) xv[v] = load_lanes<A, T, kUnit>(sp + v * L * step, step);
+          for (int v = 0; v < NV; ++v) load_lanes<A, T, kUnit>(xv[v], sp + v * L * step, step);
         }
         const T* wp = wr + ct.w_off;
 #pragma GCC unroll 16

@@ -291,3 +291,43 @@ TEST_CASE("tuning cache: concurrent writers (processes) never corrupt it and los
   REQUIRE(TuningCache::parse(slurp(tmp.path), e, err));
   CHECK(e.size() == 90);
 }
+
+TEST_CASE("tuning cache and flags: random and mutated input never crashes the parsers", "[optimizer][cache][fuzz]") {
+  // A cheap stand-in for the libFuzzer targets of TESTING.md A.4: mutate a valid file and
+  // a valid flag string byte by byte; parsers must answer (false / FlagError), never crash.
+  TuningCache::Entries e;
+  e["cpu X threads=2\tfwd nd2 g1 mb2\tfake.a@1,fake.b@1"] = TuningEntry{"fake.a", 1, 0.5};
+  e["cpu X threads=2\tfwd nd2 g1 mb4\tfake.a@1"] = TuningEntry{"fake.a", 1, 0.25};
+  const std::string file = TuningCache::serialize(e);
+  const std::string flags = "device=cpu,optimizer_including=conv_fft:conv_meta,metaopt.verbose=1,workspace_limit=64M";
+  std::uint64_t state = 12345;
+  auto next = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<std::size_t>(state >> 33);
+  };
+  const char alphabet[] = "\t\n ,:=.-+&0123456789abcdefghijklmnopqrstuvwxyzNT\x01\xff";
+  int parsed = 0, rejected = 0;
+  for (int round = 0; round < 3000; ++round) {
+    std::string f = file, g = flags;
+    for (int k = 0, n = 1 + static_cast<int>(next() % 4); k < n; ++k) {
+      const std::size_t pos = next() % f.size();
+      switch (next() % 3) {
+        case 0: f[pos] = alphabet[next() % (sizeof alphabet - 1)]; break;
+        case 1: f.erase(pos, 1 + next() % 8); break;
+        default: f.insert(pos, 1, alphabet[next() % (sizeof alphabet - 1)]);
+      }
+      const std::size_t gpos = next() % g.size();
+      g[gpos] = alphabet[next() % (sizeof alphabet - 1)];
+    }
+    TuningCache::Entries out;
+    std::string err;
+    if (TuningCache::parse(f, out, err)) ++parsed;
+    else CHECK_FALSE(err.empty());
+    try {
+      (void)Mode::from_flags(g);
+    } catch (const FlagError&) {
+      ++rejected;
+    }
+  }
+  CHECK(parsed + rejected > 0);
+}
