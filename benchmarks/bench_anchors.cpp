@@ -40,7 +40,8 @@ fraction of this machine's FP32 peak (measured with an FMA loop at start and end
   --flags "FLAGS"         convgraph's flag language (selects the candidates)
   --threads N             threads for both libraries (default 2)
   --repeats N             interleaved timed runs per implementation (default 5)
-  --select-repeats N      timed runs per candidate while choosing (default 2)
+  --select-repeats N      timed runs per candidate while choosing (default 3, as the
+                          meta-optimizer's minimum)
   --gap-ms MS             pause before each timed run, so the other library's idle
                           threads settle (default 2)
   --json FILE             write the records
@@ -52,7 +53,7 @@ struct Options {
   std::vector<std::string> only;
   std::vector<ConvDirection> directions{ConvDirection::forward, ConvDirection::grad_inputs,
                                         ConvDirection::grad_weights};
-  int threads = 2, repeats = 5, select_repeats = 2;
+  int threads = 2, repeats = 5, select_repeats = 3;
   double gap_ms = 2;
   bool help = false;
 };
@@ -222,8 +223,10 @@ int run(int argc, char** argv) {
   std::cerr << "[anchors] measuring the FMA peak...\n";
   const PeakResult peak = measure_peak(o.threads);
   std::printf("convgraph-anchors: fp32, NCHW in/out, threads=%d, medians of %d interleaved runs, oneDNN %s "
-              "convolution_auto\npeak FP32 (FMA loop, %s): %.1f GFLOP/s on 1 thread, %.1f on %d threads\n",
-              o.threads, o.repeats, dnnl_version.c_str(), peak.isa.c_str(), peak.gflops_1t, peak.gflops, o.threads);
+              "convolution_auto\npeak FP32 (FMA loop, %s): %.1f GFLOP/s on 1 thread, %.1f on %d threads "
+              "(%%pk columns use the latter; %d x the 1-thread figure would be %.1f)\n",
+              o.threads, o.repeats, dnnl_version.c_str(), peak.isa.c_str(), peak.gflops_1t, peak.gflops, o.threads,
+              o.threads, o.threads * peak.gflops_1t);
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
   std::printf("load average %.2f at start; OMP_WAIT_POLICY=%s%s\n", load_average(), wait_policy ? wait_policy : "(unset)",
               load_average() > o.threads + 0.5
@@ -300,6 +303,8 @@ int run(int argc, char** argv) {
                .add_num("ratio_conv_only", r.cg_ms / r.dnnl_conv_ms)
                .add_num("convgraph_gflops", gf)
                .add_num("convgraph_fraction_of_peak", gf / peak.gflops)
+               .add_num("convgraph_fraction_of_nominal_peak", gf / (o.threads * peak.gflops_1t))
+               .add_num("onednn_fraction_of_peak", r.flops / (r.dnnl_ms * 1e-3) * 1e-9 / peak.gflops)
                .add_str("onednn_impl", r.dnnl_impl)
                .add_num("max_abs_err_vs_onednn", r.err)
                .add_bool("matches_onednn", r.ok)

@@ -39,7 +39,7 @@ fastest correct one (the meta-optimizer's choice). fp32, NCHW, cross-correlation
                            or all hardware threads)
   --repeats N              timed runs after one warm-up; the median is reported (default 5)
   --early-stop F           time only the warm-up of a candidate F times slower than the best
-                           so far (default 0: off)
+                           so far, as the meta-optimizer does (default 10; 0: time all fully)
   --check-flops F          cost cap of the reference check: larger problems are checked on a
                            batch/channel subset (default 2e8; 0: check everything)
   --seed N                 random data seed (default 1)
@@ -59,7 +59,7 @@ struct Options {
   int all_algorithms = -1;  ///< -1: the suite's default
   int threads = 0;
   int repeats = 5;
-  double early_stop = 0;
+  double early_stop = 10;
   double check_flops = 2e8;
   std::uint64_t seed = 1;
   std::string json;

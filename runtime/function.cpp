@@ -11,6 +11,7 @@
 #include "convgraph/core/print.hpp"
 #include "convgraph/optimizer/optimize.hpp"
 #include "convgraph/runtime/thread_pool.hpp"
+#include "optimizer/device_buffers.hpp"
 #include "runtime/memory_planner.hpp"
 
 namespace convgraph {
@@ -53,11 +54,13 @@ struct Function::Impl {
     std::vector<Shape> arg_shapes;
     std::vector<TensorType> types;        // concrete, per slot
     std::vector<std::int64_t> offset;     // arena byte offset per slot, -1 if not in the arena
-    std::size_t arena_bytes = 0, total_bytes = 0, workspace_bytes = 0;
+    std::size_t arena_bytes = 0, total_bytes = 0;
+    std::size_t workspace_bytes[2] = {0, 0};  // per device: one shared scratch each
   };
   mutable std::mutex mu;                  // one call at a time: the arena is shared
   mutable std::optional<Plan> plan;
-  mutable std::shared_ptr<Storage> arena, workspace;
+  mutable std::shared_ptr<Storage> arena;
+  mutable std::shared_ptr<Storage> workspace[2];  // indexed by DeviceKind
   mutable ProfileStats profile;
 
   explicit Impl(FunctionGraph g) : graph(std::move(g)) {}
@@ -104,11 +107,14 @@ struct Function::Impl {
       for (const auto& in : v.inputs()) ins.push_back(p.types[static_cast<std::size_t>(slot.at(in.node()))]);
       try {
         p.types[i] = v.op()->infer(ins);
-        p.workspace_bytes = std::max(p.workspace_bytes, v.op()->workspace_bytes(ins));
+        auto& ws = p.workspace_bytes[static_cast<int>(p.types[i].device)];
+        ws = std::max(ws, v.op()->workspace_bytes(ins));
       } catch (const Error& e) {
         rethrow_with(e, msg("while computing the shape of node ", node_label(v), ": "));
       }
-      if (!is_output(static_cast<int>(i))) {
+      // Host intermediates share the arena; device values come from the device's caching
+      // allocator, which reuses freed blocks the same way.
+      if (!is_output(static_cast<int>(i)) && p.types[i].device == DeviceKind::cpu) {
         const auto bytes = static_cast<std::size_t>(numel(p.types[i].shape)) * dtype_size(p.types[i].dtype);
         requests.push_back({bytes, static_cast<int>(i), std::max(static_cast<int>(i), last_use[i])});
         request_slot.push_back(static_cast<int>(i));
@@ -120,7 +126,9 @@ struct Function::Impl {
     p.arena_bytes = ap.arena_bytes;
     p.total_bytes = ap.total_bytes;
     if (!arena || arena->bytes < p.arena_bytes) arena = allocate_host(p.arena_bytes);
-    if (!workspace || workspace->bytes < p.workspace_bytes) workspace = allocate_host(p.workspace_bytes);
+    for (int d = 0; d < 2; ++d)
+      if (p.workspace_bytes[d] > 0 && (!workspace[d] || workspace[d]->bytes < p.workspace_bytes[d]))
+        workspace[d] = allocate_on(static_cast<DeviceKind>(d), p.workspace_bytes[d]);
     plan = std::move(p);
     profile.peak_bytes = plan->arena_bytes;
     return *plan;
@@ -176,7 +184,8 @@ struct Function::Impl {
     std::vector<Tensor> values(order.size());
     for (std::size_t a = 0; a < args.size(); ++a)
       values[static_cast<std::size_t>(slot.at(graph.inputs()[a].node()))] = args[a].contiguous();
-    ExecContext ctx{pool, workspace ? workspace->data : nullptr, p.workspace_bytes, nullptr};
+    ExecContext host_ctx{pool, workspace[0] ? workspace[0]->data : nullptr, p.workspace_bytes[0], nullptr};
+    ExecContext device_ctx{pool, workspace[1] ? workspace[1]->data : nullptr, p.workspace_bytes[1], nullptr};
     std::size_t step = 0;
     std::vector<Tensor> ins;
     std::ostringstream trace;  // Chrome trace events of this call, when profiling
@@ -188,9 +197,13 @@ struct Function::Impl {
         continue;
       }
       const TensorType& t = p.types[i];
-      values[i] = p.offset[i] >= 0
-                      ? Tensor(arena, t.dtype, t.shape, p.offset[i] / static_cast<std::int64_t>(dtype_size(t.dtype)))
-                      : Tensor(t.dtype, t.shape);
+      if (p.offset[i] >= 0)
+        values[i] = Tensor(arena, t.dtype, t.shape, p.offset[i] / static_cast<std::int64_t>(dtype_size(t.dtype)));
+      else if (t.device == DeviceKind::cpu)
+        values[i] = Tensor(t.dtype, t.shape);
+      else
+        values[i] = Tensor(allocate_on(t.device, static_cast<std::size_t>(numel(t.shape)) * dtype_size(t.dtype)), t.dtype, t.shape);
+      const ExecContext& ctx = t.device == DeviceKind::cpu ? host_ctx : device_ctx;
       ins.clear();
       for (const auto& in : v.inputs()) ins.push_back(values[static_cast<std::size_t>(slot.at(in.node()))]);
       const auto t0 = Clock::now();

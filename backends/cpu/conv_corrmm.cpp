@@ -20,7 +20,6 @@
 #include "backends/cpu/gemm.hpp"
 #include "backends/cpu/im2col.hpp"
 #include "convgraph/backends/cpu/algorithms.hpp"
-#include "convgraph/runtime/thread_pool.hpp"
 
 namespace convgraph::cpu {
 namespace {
@@ -91,11 +90,6 @@ Plan make_plan(const ConvProblem& p) {
   return pl;
 }
 
-void parallel(const ConvContext& ctx, i64 n, const std::function<void(i64, i64)>& fn) {
-  if (ctx.pool != nullptr) ctx.pool->parallel_for(n, fn);
-  else fn(0, n);
-}
-
 template <class T>
 class Runner {
  public:
@@ -106,7 +100,7 @@ class Runner {
 
   void forward() {
     for_each_chunk([&](i64 s0, i64 s1) {
-      parallel(ctx_, (s1 - s0) * g_.G, [&](i64 b, i64 e) {
+      parallel_over(ctx_, (s1 - s0) * g_.G, [&](i64 b, i64 e) {
         for (i64 i = b; i < e; ++i) {
           const i64 slot = i / g_.G, grp = i % g_.G, s = s0 + slot;
           const auto [cols, ld_cols] = columns(slot, s, grp, /*fill=*/true);
@@ -121,7 +115,7 @@ class Runner {
   void grad_inputs() {
     if (pl_.pointwise) {
       // dX_g = W_g^T * dY_g straight into the input gradient: every element written once.
-      parallel(ctx_, pl_.total_segs * g_.G, [&](i64 b, i64 e) {
+      parallel_over(ctx_, pl_.total_segs * g_.G, [&](i64 b, i64 e) {
         for (i64 i = b; i < e; ++i) {
           const i64 s = i / g_.G, grp = i % g_.G;
           const i64 n = pl_.seg_image(s), p0 = pl_.seg_begin(s), np = pl_.seg_end(s) - p0;
@@ -133,11 +127,11 @@ class Runner {
       return;
     }
     const i64 in_numel = g_.in_numel;
-    parallel(ctx_, g_.N * g_.C, [&](i64 b, i64 e) {
+    parallel_over(ctx_, g_.N * g_.C, [&](i64 b, i64 e) {
       std::fill(x_ + b * in_numel, x_ + e * in_numel, T(0));  // col2im adds into dX
     });
     for_each_chunk([&](i64 s0, i64 s1) {
-      parallel(ctx_, (s1 - s0) * g_.G, [&](i64 b, i64 e) {
+      parallel_over(ctx_, (s1 - s0) * g_.G, [&](i64 b, i64 e) {
         for (i64 i = b; i < e; ++i) {
           const i64 slot = i / g_.G, grp = i % g_.G, s = s0 + slot;
           const i64 n = pl_.seg_image(s), p0 = pl_.seg_begin(s), np = pl_.seg_end(s) - p0;
@@ -149,7 +143,7 @@ class Runner {
       // Scatter: one task per (image, channel) so no two tasks touch the same plane; the
       // segments of an image are added in order, so the sum order is fixed.
       const i64 n_first = pl_.seg_image(s0), n_last = pl_.seg_image(s1 - 1);
-      parallel(ctx_, (n_last - n_first + 1) * g_.C, [&](i64 b, i64 e) {
+      parallel_over(ctx_, (n_last - n_first + 1) * g_.C, [&](i64 b, i64 e) {
         for (i64 i = b; i < e; ++i) {
           const i64 n = n_first + i / g_.C, ci = i % g_.C;
           const i64 grp = ci / g_.Cg, q = ci % g_.Cg;
@@ -176,13 +170,13 @@ class Runner {
     }
     for_each_chunk([&](i64 s0, i64 s1) {
       if (!pl_.pointwise) {
-        parallel(ctx_, (s1 - s0) * g_.G, [&](i64 b, i64 e) {
+        parallel_over(ctx_, (s1 - s0) * g_.G, [&](i64 b, i64 e) {
           for (i64 i = b; i < e; ++i) columns(i / g_.G, s0 + i / g_.G, i % g_.G, /*fill=*/true);
         });
       }
       // dW_g[block] (+)= dY_g(rows, P) * col(cols, P)^T, segment after segment: the first
       // product of the first chunk overwrites, the rest accumulate.
-      parallel(ctx_, g_.G * mblocks * nblocks, [&](i64 b, i64 e) {
+      parallel_over(ctx_, g_.G * mblocks * nblocks, [&](i64 b, i64 e) {
         for (i64 i = b; i < e; ++i) {
           const i64 nb = i % nblocks, mb = (i / nblocks) % mblocks, grp = i / nblocks / mblocks;
           const i64 m0 = mb * kWgradRows, m = std::min(kWgradRows, g_.Kg - m0);

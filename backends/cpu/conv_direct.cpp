@@ -15,15 +15,9 @@
 #include "backends/cpu/conv_geometry.hpp"
 #include "backends/cpu/direct_rows.hpp"
 #include "convgraph/backends/cpu/algorithms.hpp"
-#include "convgraph/runtime/thread_pool.hpp"
 
 namespace convgraph::cpu {
 namespace {
-
-void parallel(const ConvContext& ctx, i64 n, const std::function<void(i64, i64)>& fn) {
-  if (ctx.pool != nullptr) ctx.pool->parallel_for(n, fn);
-  else fn(0, n);
-}
 
 // ---- forward --------------------------------------------------------------------------------
 
@@ -33,7 +27,7 @@ void forward(const ConvGeometry& g, const T* x, const T* w, T* y, const ConvCont
   const i64 nkb = (g.Kg + kBlock - 1) / kBlock;
   const i64 rows = g.out[0] * g.out[1];
   const i64 KS = g.ker_numel;
-  parallel(ctx, g.N * g.G * nkb * rows, [&](i64 begin, i64 end) {
+  parallel_over(ctx, g.N * g.G * nkb * rows, [&](i64 begin, i64 end) {
     RowJob<T> job;
     // Column taps depend only on the geometry: build them once per chunk of rows.
     for (i64 t2 = 0; t2 < g.ker[2]; ++t2) {
@@ -95,7 +89,7 @@ void grad_inputs(const ConvGeometry& g, T* dx, const T* w, const T* dy, const Co
   const i64 phases = std::min(s2, g.in[2]);
   const i64 rows = g.in[0] * g.in[1] * phases;
   const i64 KS = g.ker_numel;
-  parallel(ctx, g.N * g.G * ncb * rows, [&](i64 begin, i64 end) {
+  parallel_over(ctx, g.N * g.G * ncb * rows, [&](i64 begin, i64 end) {
     RowJob<T> job;
     job.dst_cstride = g.in_numel;
     job.dst_step = s2;
@@ -298,7 +292,7 @@ template <class T, class A>
 void grad_weights(const ConvGeometry& g, const T* x, T* dw, const T* dy, const ConvContext& ctx) {
   constexpr i64 kBlock = kWgradRowsOf<A>;
   const i64 nkb = (g.Kg + kBlock - 1) / kBlock;
-  parallel(ctx, g.G * nkb * g.Cg, [&](i64 begin, i64 end) {
+  parallel_over(ctx, g.G * nkb * g.Cg, [&](i64 begin, i64 end) {
     for (i64 idx = begin; idx < end; ++idx) {
       const i64 q = idx % g.Cg;
       const i64 kb = (idx / g.Cg) % nkb;

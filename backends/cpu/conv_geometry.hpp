@@ -5,8 +5,11 @@
 // axes have size 1, stride 1, dilation 1 and no padding.
 #include <array>
 #include <cstdint>
+#include <functional>
 
+#include "convgraph/backends/conv_algorithm.hpp"
 #include "convgraph/backends/conv_problem.hpp"
+#include "convgraph/runtime/thread_pool.hpp"
 
 namespace convgraph::cpu {
 
@@ -66,5 +69,11 @@ struct ConvGeometry {
     return true;
   }
 };
+
+/// fn(begin, end) over [0, n) on ctx.pool, or serially on the caller when there is none.
+inline void parallel_over(const ConvContext& ctx, i64 n, const std::function<void(i64, i64)>& fn) {
+  if (ctx.pool != nullptr) ctx.pool->parallel_for(n, fn);
+  else if (n > 0) fn(0, n);
+}
 
 }  // namespace convgraph::cpu

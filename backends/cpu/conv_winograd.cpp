@@ -441,7 +441,12 @@ void run_winograd(const ConvProblem& p, const ConvTensors& t, const ConvContext&
   transform_filters(p, j, static_cast<const float*>(t.w), U, pool);
 
   const i64 Cin = j.G * j.Ci, Cout = j.G * j.Co;
-  const i64 ntasks = j.G * j.blocks;
+  // Few blocks (small batch and image): also split the output channels over tasks, each
+  // repeating its block's input transform, so every thread has work.
+  const i64 nchunks = (j.kop / kMR + kChunkKb - 1) / kChunkKb;
+  const i64 parts = std::clamp<i64>((j.slots + j.G * j.blocks - 1) / (j.G * j.blocks), 1, nchunks);
+  const i64 per_part = (nchunks + parts - 1) / parts;  // kb chunks per task
+  const i64 ntasks = j.G * j.blocks * parts;
   const i64 used = std::min<i64>({j.slots, ntasks, pool ? pool->size() : 1});
   std::atomic<i64> next{0};
   auto slot_body = [&](i64 s0, i64 s1) {
@@ -456,7 +461,7 @@ void run_winograd(const ConvProblem& p, const ConvTensors& t, const ConvContext&
       // output transform but are never stored; zeros keep them finite.
       std::memset(S, 0, static_cast<std::size_t>(j.slot_size) * sizeof(float));
       for (i64 task = next.fetch_add(1); task < ntasks; task = next.fetch_add(1)) {
-        const i64 gr = task / j.blocks, blk = task % j.blocks;
+        const i64 part = task % parts, gr = task / parts / j.blocks, blk = task / parts % j.blocks;
         const i64 r0 = blk * j.R, r1 = std::min(j.rows, r0 + j.R);
         // 1. input transform
         for (i64 ci = 0; ci < j.Ci; ++ci)
@@ -468,8 +473,8 @@ void run_winograd(const ConvProblem& p, const ConvTensors& t, const ConvContext&
           }
         // 2. + 3. per chunk of output channels: the 36 GEMMs, then the output transform
         // while that chunk of M is still in cache.
-        const i64 nkb = j.kop / kMR;
-        for (i64 kb0 = 0; kb0 < nkb; kb0 += kChunkKb) {
+        const i64 nkb = std::min(j.kop / kMR, (part + 1) * per_part * kChunkKb);
+        for (i64 kb0 = part * per_part * kChunkKb; kb0 < nkb; kb0 += kChunkKb) {
           const i64 kb1 = std::min(nkb, kb0 + kChunkKb);
           for (int e = 0; e < kE; ++e)
             gemm_e(j, U + (gr * kE + e) * j.kop * j.Ci, V + e * j.ve, M + e * j.me, kb0, kb1);
