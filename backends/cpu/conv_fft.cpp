@@ -118,11 +118,18 @@ struct Map1 { i64 count, s0, ss, d0, ds; };
 /// Where plane `pl` goes among the spectral signals: (pl / inner) * m_outer + (pl % inner) * m_inner.
 struct Lanes { i64 inner, m_outer, m_inner; i64 operator()(i64 pl) const { return (pl / inner) * m_outer + (pl % inner) * m_inner; } };
 
-/// Scatters `planes` real planes (sizes `sz`, contiguous, plane stride prod(sz)) into the
-/// zeroed spectral arrays (B signals). The real last axis is packed as even -> re, odd -> im.
+/// Which stored plane the pl-th plane of a channel range is: (pl / per) * stride + pl % per
+/// (per = channels in the range, stride = channels of the tensor); contiguous by default.
+struct Planes {
+  i64 per = i64{1} << 60, stride = 0;
+  i64 operator()(i64 pl) const { return (pl / per) * stride + pl % per; }
+};
+
+/// Scatters `planes` real planes (sizes `sz`, plane `pv(pl)` of `src`) into the zeroed
+/// spectral arrays (B signals). The real last axis is packed as even -> re, odd -> im.
 template <class S, class T>
-void load(ThreadPool* pool, const S* src, i64 planes, const std::array<i64, 3>& sz, const std::array<Map1, 3>& m,
-          Lanes lanes, const Geometry& g, T* re, T* im, i64 B) {
+void load(ThreadPool* pool, const S* src, Planes pv, i64 planes, const std::array<i64, 3>& sz,
+          const std::array<Map1, 3>& m, Lanes lanes, const Geometry& g, T* re, T* im, i64 B) {
   const i64 plane = sz[0] * sz[1] * sz[2];
   const i64 rows = m[0].count * m[1].count;
   auto body = [&](i64 r0, i64 r1) {
@@ -133,13 +140,12 @@ void load(ThreadPool* pool, const S* src, i64 planes, const std::array<i64, 3>& 
       // 16 planes at a time: the writes of one position then share cache lines.
       for (i64 p0 = 0; p0 < planes; p0 += 16) {
         const i64 np = std::min<i64>(16, planes - p0);
-        i64 lane[16];
-        for (i64 k = 0; k < np; ++k) lane[k] = lanes(p0 + k);
-        const S* s0 = src + p0 * plane + s_row;
+        i64 lane[16], off[16];
+        for (i64 k = 0; k < np; ++k) lane[k] = lanes(p0 + k), off[k] = pv(p0 + k) * plane + s_row;
         for (i64 i2 = 0; i2 < m[2].count; ++i2) {
           const i64 d = m[2].d0 + i2 * m[2].ds, si = m[2].s0 + i2 * m[2].ss;
           T* dst = ((d & 1) ? im : re) + (d_row + (d >> 1)) * B;
-          for (i64 k = 0; k < np; ++k) dst[lane[k]] = static_cast<T>(s0[k * plane + si]);
+          for (i64 k = 0; k < np; ++k) dst[lane[k]] = static_cast<T>(src[off[k] + si]);
         }
       }
     }
@@ -148,10 +154,12 @@ void load(ThreadPool* pool, const S* src, i64 planes, const std::array<i64, 3>& 
   else body(0, rows);
 }
 
-/// The reverse of load: gathers real values (times `scale`) into planes of `dst`.
+/// The reverse of load: gathers real values (times `scale`) into planes of `dst`, or adds
+/// them to what is there (`add`).
 template <class S, class T>
-void store(ThreadPool* pool, S* dst, i64 planes, const std::array<i64, 3>& sz, const std::array<Map1, 3>& m,
-           Lanes lanes, const Geometry& g, const T* re, const T* im, i64 B, T scale) {
+void store(ThreadPool* pool, S* dst, Planes pv, i64 planes, const std::array<i64, 3>& sz,
+           const std::array<Map1, 3>& m, Lanes lanes, const Geometry& g, const T* re, const T* im, i64 B,
+           T scale, bool add) {
   const i64 plane = sz[0] * sz[1] * sz[2];
   const i64 rows = m[0].count * m[1].count;
   auto body = [&](i64 r0, i64 r1) {
@@ -161,13 +169,15 @@ void store(ThreadPool* pool, S* dst, i64 planes, const std::array<i64, 3>& sz, c
       const i64 d_row = ((m[0].d0 + i0 * m[0].ds) * g.sd[1] + (m[1].d0 + i1 * m[1].ds)) * g.sd[2];
       for (i64 p0 = 0; p0 < planes; p0 += 16) {
         const i64 np = std::min<i64>(16, planes - p0);
-        i64 lane[16];
-        for (i64 k = 0; k < np; ++k) lane[k] = lanes(p0 + k);
-        S* o0 = dst + p0 * plane + s_row;
+        i64 lane[16], off[16];
+        for (i64 k = 0; k < np; ++k) lane[k] = lanes(p0 + k), off[k] = pv(p0 + k) * plane + s_row;
         for (i64 i2 = 0; i2 < m[2].count; ++i2) {
           const i64 d = m[2].d0 + i2 * m[2].ds, si = m[2].s0 + i2 * m[2].ss;
           const T* src = ((d & 1) ? im : re) + (d_row + (d >> 1)) * B;
-          for (i64 k = 0; k < np; ++k) o0[k * plane + si] = static_cast<S>(src[lane[k]] * scale);
+          if (add)
+            for (i64 k = 0; k < np; ++k) dst[off[k] + si] += static_cast<S>(src[lane[k]] * scale);
+          else
+            for (i64 k = 0; k < np; ++k) dst[off[k] + si] = static_cast<S>(src[lane[k]] * scale);
         }
       }
     }
@@ -349,14 +359,59 @@ Geometry plan(const ConvProblem& p) {
   return g;
 }
 
+/// The filter spectra (K * C/G of them) are what grows: for wide layers they are split
+/// into chunks of output channels, each an independent sub-convolution (whole groups when
+/// G > 1; for G == 1 a range of filters, whose grad-inputs contributions add up).
+struct Chunks {
+  i64 k = 0;          ///< output channels per chunk (a multiple of K/G when G > 1)
+  ConvProblem first;  ///< the sub-problem of the first (largest) chunk
+  i64 nb = 0;         ///< images per inner chunk, for every filter chunk; 0: does not fit
+  std::size_t bytes = 0;
+};
+
+ConvProblem sub_problem(const ConvProblem& p, i64 k0, i64 k1) {
+  ConvProblem s = p;
+  s.K = k1 - k0;
+  if (p.G > 1) {
+    s.G = (k1 - k0) / p.Kg();
+    s.C = s.G * p.Cg();
+  }
+  return s;
+}
+
+template <class T>
+Chunks choose_chunks(const ConvProblem& p) {
+  constexpr std::size_t kFilterCap = std::size_t{256} << 20;  // filter spectra per chunk
+  const Geometry full(p, sizeof(T));
+  const i64 unit = p.G > 1 ? p.Kg() : 1;  // chunk granularity in output channels
+  const std::size_t per_unit = static_cast<std::size_t>(2 * full.F * unit * p.Cg()) * sizeof(T);
+  i64 k = std::clamp<i64>(static_cast<i64>(kFilterCap / per_unit), 1, p.K / unit) * unit;
+  for (;;) {
+    Chunks c;
+    c.k = k;
+    c.first = sub_problem(p, 0, k);
+    const Geometry g = plan<T>(c.first);
+    if (g.nb > 0) {
+      c.nb = g.nb;
+      c.bytes = static_cast<std::size_t>(Layout<T>(g).total) * sizeof(T);
+      return c;
+    }
+    if (k == unit) return c;  // nb == 0: one unit of filters does not fit the limit
+    k = std::max(unit, k / 2 / unit * unit);
+  }
+}
+
 bool wants_double(const ConvProblem& p) {
   return p.dtype == DType::float64 || p.compute == DType::float64;
 }
 
+/// One filter chunk: x and y are channel ranges (xv, yv) of the full tensors, w the
+/// chunk's filters; `nb` images per inner chunk; `add`: grad inputs add to x.
 template <class S, class T>
-void run_fft(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) {
-  const Geometry g = plan<T>(p);
-  if (g.nb == 0) throw MemoryError(msg("cpu.fft: workspace limit ", p.workspace_limit, " too small for ", p.key()));
+void run_chunk(const ConvProblem& p, S* x, Planes xv, S* w, S* y, Planes yv, i64 nb, bool add,
+               const ConvContext& ctx) {
+  Geometry g(p, sizeof(T));
+  g.nb = nb;
   const Layout<T> lay(g);
   if (ctx.workspace_bytes < static_cast<std::size_t>(lay.total) * sizeof(T) || ctx.workspace == nullptr)
     throw MemoryError(msg("cpu.fft: workspace of ", ctx.workspace_bytes, " bytes, need ",
@@ -382,10 +437,9 @@ void run_fft(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx)
   auto zero = [&](T* v, i64 n) { std::memset(v, 0, static_cast<std::size_t>(n) * sizeof(T)); };
   const T scale = T(1) / static_cast<T>(A[0].L * A[1].L * A[2].L);
 
-  S* x = static_cast<S*>(t.x); S* w = static_cast<S*>(t.w); S* y = static_cast<S*>(t.y);
   zero(wr, 2 * g.F * Bw);
   if (p.direction != ConvDirection::grad_weights) {
-    load(pool, static_cast<const S*>(w), Bw, ks, mw, w_lanes, g, wr, wi, Bw);
+    load(pool, static_cast<const S*>(w), Planes{}, Bw, ks, mw, w_lanes, g, wr, wi, Bw);
     tr.forward(pool, scratch, wr, wi, Bw);
   }
   bool y_partial = false;
@@ -396,32 +450,35 @@ void run_fft(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx)
     T* xr = ws + lay.a; T* xi = xr + g.F * Bx;
     T* yr = ws + lay.b; T* yi = yr + g.F * By;
     const Lanes id_x{Bx, 0, 1}, id_y{By, 0, 1};
+    // Planes of images n0.. in the channel ranges.
+    const S* xc = x + n0 * xv.stride * xplane;
+    S* yc = y + n0 * yv.stride * yplane;
     switch (p.direction) {
       case ConvDirection::forward: {
         zero(xr, 2 * g.F * Bx);
-        load(pool, x + n0 * g.C * xplane, Bx, xs, mx, id_x, g, xr, xi, Bx);
+        load(pool, xc, xv, Bx, xs, mx, id_x, g, xr, xi, Bx);
         tr.forward(pool, scratch, xr, xi, Bx);
         contract(pool, Product::fwd, g, nbc, xr, xi, Bx, yr, yi, By, wr, wi, Bw);
         tr.inverse(pool, scratch, yr, yi, By);
-        S* yc = y + n0 * g.K * yplane;
-        if (y_partial) std::fill(yc, yc + By * yplane, S(0));
-        store(pool, yc, By, ys, my, id_y, g, yr, yi, By, scale);
+        if (y_partial)
+          for (i64 pl = 0; pl < By; ++pl) std::fill_n(yc + yv(pl) * yplane, yplane, S(0));
+        store(pool, yc, yv, By, ys, my, id_y, g, yr, yi, By, scale, false);
         break;
       }
       case ConvDirection::grad_inputs: {
         zero(yr, 2 * g.F * By);
-        load(pool, static_cast<const S*>(y) + n0 * g.K * yplane, By, ys, my, id_y, g, yr, yi, By);
+        load(pool, static_cast<const S*>(yc), yv, By, ys, my, id_y, g, yr, yi, By);
         tr.forward(pool, scratch, yr, yi, By);
         contract(pool, Product::gi, g, nbc, xr, xi, Bx, yr, yi, By, wr, wi, Bw);
         tr.inverse(pool, scratch, xr, xi, Bx);
-        store(pool, x + n0 * g.C * xplane, Bx, xs, mx, id_x, g, xr, xi, Bx, scale);
+        store(pool, x + n0 * xv.stride * xplane, xv, Bx, xs, mx, id_x, g, xr, xi, Bx, scale, add);
         break;
       }
       case ConvDirection::grad_weights: {
         zero(xr, 2 * g.F * Bx);
         zero(yr, 2 * g.F * By);
-        load(pool, static_cast<const S*>(x) + n0 * g.C * xplane, Bx, xs, mx, id_x, g, xr, xi, Bx);
-        load(pool, static_cast<const S*>(y) + n0 * g.K * yplane, By, ys, my, id_y, g, yr, yi, By);
+        load(pool, xc, xv, Bx, xs, mx, id_x, g, xr, xi, Bx);
+        load(pool, static_cast<const S*>(yc), yv, By, ys, my, id_y, g, yr, yi, By);
         tr.forward(pool, scratch, xr, xi, Bx);
         tr.forward(pool, scratch, yr, yi, By);
         contract(pool, Product::gw, g, nbc, xr, xi, Bx, yr, yi, By, wr, wi, Bw);
@@ -431,17 +488,30 @@ void run_fft(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx)
   }
   if (p.direction == ConvDirection::grad_weights) {
     tr.inverse(pool, scratch, wr, wi, Bw);
-    store(pool, w, Bw, ks, mw, w_lanes, g, wr, wi, Bw, scale);
+    store(pool, w, Planes{}, Bw, ks, mw, w_lanes, g, wr, wi, Bw, scale, false);
+  }
+}
+
+template <class S, class T>
+void run_fft(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) {
+  const Chunks ch = choose_chunks<T>(p);
+  if (ch.nb == 0) throw MemoryError(msg("cpu.fft: workspace limit ", p.workspace_limit, " too small for ", p.key()));
+  if (ctx.workspace_bytes < ch.bytes || ctx.workspace == nullptr)
+    throw MemoryError(msg("cpu.fft: workspace of ", ctx.workspace_bytes, " bytes, need ", ch.bytes, " for ", p.key()));
+  S* x = static_cast<S*>(t.x); S* w = static_cast<S*>(t.w); S* y = static_cast<S*>(t.y);
+  const i64 xplane = p.in_numel(), yplane = p.out_numel(), wsize = p.Cg() * p.kernel_numel();
+  for (i64 k0 = 0; k0 < p.K; k0 += ch.k) {
+    const i64 k1 = std::min(p.K, k0 + ch.k);
+    const ConvProblem sub = sub_problem(p, k0, k1);
+    const i64 c0 = p.G > 1 ? k0 / p.Kg() * p.Cg() : 0;  // first input channel of the chunk
+    const bool add = p.direction == ConvDirection::grad_inputs && p.G == 1 && k0 > 0;
+    run_chunk<S, T>(sub, x + c0 * xplane, Planes{sub.C, p.C}, w + k0 * wsize, y + k0 * yplane,
+                    Planes{sub.K, p.K}, ch.nb, add, ctx);
   }
 }
 
 std::size_t fft_workspace(const ConvProblem& p) {
-  if (wants_double(p)) {
-    const Geometry g = plan<double>(p);
-    return g.nb == 0 ? 0 : static_cast<std::size_t>(Layout<double>(g).total) * sizeof(double);
-  }
-  const Geometry g = plan<float>(p);
-  return g.nb == 0 ? 0 : static_cast<std::size_t>(Layout<float>(g).total) * sizeof(float);
+  return wants_double(p) ? choose_chunks<double>(p).bytes : choose_chunks<float>(p).bytes;
 }
 
 class FftConv final : public ConvAlgorithm {
@@ -459,9 +529,10 @@ class FftConv final : public ConvAlgorithm {
         return Status::no(msg("cpu.fft: stride ", p.stride[static_cast<std::size_t>(a)], " on spatial axis ", a,
                               " (FFT convolution needs stride 1)"));
     const bool dbl = wants_double(p);
-    const Geometry g = dbl ? plan<double>(p) : plan<float>(p);
-    if (g.nb == 0) {
-      Geometry one(p, dbl ? sizeof(double) : sizeof(float));
+    const Chunks ch = dbl ? choose_chunks<double>(p) : choose_chunks<float>(p);
+    if (ch.nb == 0) {
+      // The smallest plan: one image and one filter (one group's filters) per chunk.
+      Geometry one(ch.first, dbl ? sizeof(double) : sizeof(float));
       one.nb = 1;
       const std::size_t need = dbl ? static_cast<std::size_t>(Layout<double>(one).total) * 8
                                    : static_cast<std::size_t>(Layout<float>(one).total) * 4;

@@ -252,7 +252,9 @@ void row_block(const RowJob<T>& job, std::int64_t c0) {
   auto tile = [&](std::int64_t j, int nstore) {
     if (j >= in_lo && j + kLanes <= in_hi) {
       row_tile<T, A, KB, kUnit, TileMode::direct>(job, c0, j, nstore, min_off, max_off);
-    } else if (CONVGRAPH_DIRECT_MASKED_LOADS && kUnit) {
+      return;
+    }
+    if constexpr (CONVGRAPH_DIRECT_MASKED_LOADS && kUnit) {
       row_tile<T, A, KB, kUnit, TileMode::masked>(job, c0, j, nstore, min_off, max_off);
     } else if (window_fits) {
       row_tile<T, A, KB, kUnit, TileMode::window>(job, c0, j, nstore, min_off, max_off);

@@ -166,10 +166,10 @@ void fft_tile(const Plan<T>& pl, T* re, T* im, i64 es, i64 lanes, T* buf) {
   }
 }
 
-/// Signals one FFT tile carries: enough to fill vectors, few enough that both ping-pong
-/// buffers stay in L2.
+/// Signals one FFT tile carries: enough to fill vectors (>= 16), few enough that the four
+/// ping-pong arrays (16 KiB each) stay in L1/L2 and the per-thread scratch stays small.
 inline i64 tile_lanes(i64 n, i64 inner, std::size_t elem) {
-  const i64 want = std::clamp<i64>((i64{65536} / static_cast<i64>(elem)) / std::max<i64>(n, 1), 16, 1024);
+  const i64 want = std::clamp<i64>((i64{16384} / static_cast<i64>(elem)) / std::max<i64>(n, 1), 16, 1024);
   return std::min(inner, want / 16 * 16);
 }
 

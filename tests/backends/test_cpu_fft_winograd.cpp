@@ -193,6 +193,24 @@ TEST_CASE("cpu.fft declines stride > 1 and over-limit workspace", "[cpu][fft]") 
   CHECK(std::find(tags.begin(), tags.end(), "fast_run") == tags.end());
 }
 
+TEST_CASE("cpu.fft splits the filters into chunks under a tight workspace limit", "[cpu][fft]") {
+  // Filter spectra dominate this workspace; a limit below them forces filter chunks (whole
+  // groups for G > 1, ranges of filters whose grad-inputs contributions add up for G == 1).
+  const ConvAlgorithm& a = algo("cpu.fft");
+  for (i64 groups : {1, 4})
+    for (ConvDirection d : kDirs)
+      for (DType dt : {DType::float64, DType::float32}) {
+        ConvProblem p = make({.dir = d, .x = {3, 16, 11, 13}, .w = {64, 16 / groups, 5, 4}, .border = BorderMode("half"),
+                              .groups = groups, .flip = true, .dtype = dt});
+        const std::size_t full = a.workspace_bytes(p);
+        p.workspace_limit = full / 2;
+        INFO(p.key() << " full workspace " << full);
+        REQUIRE(a.applicable(p).is_ok());
+        CHECK(a.workspace_bytes(p) <= p.workspace_limit);
+        CHECK(rel_error(a, p) <= (dt == DType::float64 ? 1e-9 : 2e-5));
+      }
+}
+
 TEST_CASE("fft, winograd and conv3d2d run with a one-thread pool and without a pool", "[cpu][fft][winograd][conv3d2d]") {
   ThreadPool one(1);
   for (ConvDirection d : {ConvDirection::forward, ConvDirection::grad_inputs}) {
