@@ -15,6 +15,9 @@
 // The last (contiguous) axis is real: its length is made even and it is transformed as a
 // half-length complex FFT plus a split step, so spectra hold L/2 + 1 points on that axis.
 // The inverse transform is the forward one with re and im exchanged.
+//
+// Memory: the filter spectra grow with K * C/G; wide layers are split into chunks of
+// output channels, each an independent sub-convolution (`choose_chunks`).
 #include <algorithm>
 #include <array>
 #include <atomic>

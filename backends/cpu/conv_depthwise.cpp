@@ -1,0 +1,372 @@
+// "cpu.depthwise": grouped convolutions with one input channel per group (C/G == 1, any
+// channel multiplier K/G), every rank, kernel, stride, dilation, padding and flip, all three
+// directions, float32 and float64. No workspace.
+//
+// Every direction is built on one plane-sized step: copy a source plane into a small
+// zero-padded buffer (thread-local, L1/L2 sized for common layers), laid out so that every
+// tap of an output vector is one contiguous, unconditional vector load:
+//   * axes 0 and 1 are padded to exactly the extent the taps read;
+//   * axis 2 is split into `stride` phases (element q of the padded row goes to phase q % s
+//     at index q / s), so a strided tap still reads consecutive elements, and each phase is
+//     long enough for the output row rounded up to whole vectors (the spare lanes read zeros
+//     or real data, always finite, and are never stored).
+// Forward correlates the buffer of x with the filter. Grad inputs is the same correlation on
+// dy upsampled by the stride (zeros between samples), padded by dilated-extent - 1 - pad, with
+// the filter reversed on every axis, summed over the channel multiplier. Grad weights
+// multiplies dy vectors with the shifted buffer of x and reduces over batch and space.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "backends/cpu/conv_geometry.hpp"
+#include "convgraph/backends/cpu/algorithms.hpp"
+
+namespace convgraph::cpu {
+namespace {
+
+template <class T>
+using Vec = T __attribute__((vector_size(64)));
+template <class T>
+inline constexpr i64 kVL = static_cast<i64>(64 / sizeof(T));  // lanes per vector
+
+template <class T>
+inline void load(Vec<T>& v, const T* p) { std::memcpy(&v, p, sizeof(v)); }
+
+/// One output vector: where its first tap reads in the buffer, where it goes, how many of its
+/// lanes are real positions.
+struct Slot {
+  i64 in, out, lanes;
+};
+
+/// The correlation out[o] = sum_t w[t] * src[o * s + t * d - pad] on one plane, with src the
+/// virtual signal "src_plane upsampled by `up`" (sample v is src[v / up] when v % up == 0).
+struct PlaneGeom {
+  i64 out[3], s[3], d[3], ker[3], pad[3], src_len[3], up[3];
+  i64 L0 = 1, L1 = 1, Lp = 1;  // buffer extents: axis 0, axis 1, one phase of axis 2
+  i64 row = 1, plane = 1;      // elements per buffer row (s2 phases) and per buffer plane
+  i64 Wr = 1;                  // output row rounded up to whole vectors
+
+  template <class T>
+  void finish() {
+    Wr = (out[2] + kVL<T> - 1) / kVL<T> * kVL<T>;
+    L0 = (out[0] - 1) * s[0] + (ker[0] - 1) * d[0] + 1;
+    L1 = (out[1] - 1) * s[1] + (ker[1] - 1) * d[1] + 1;
+    Lp = Wr + (ker[2] - 1) * d[2] / s[2] + 1;
+    row = s[2] * Lp;
+    plane = L0 * L1 * row;
+  }
+  i64 out_numel() const { return out[0] * out[1] * out[2]; }
+  i64 src_numel() const { return src_len[0] * src_len[1] * src_len[2]; }
+  /// Buffer offset of tap (t0, t1, t2) relative to its output vector's base.
+  i64 tap_offset(i64 t0, i64 t1, i64 t2) const {
+    const i64 q = t2 * d[2];
+    return t0 * d[0] * L1 * row + t1 * d[1] * row + (q % s[2]) * Lp + q / s[2];
+  }
+  /// Virtual sample v of axis a as a source index, or -1 where it is padding or a gap.
+  i64 source(int a, i64 v) const {
+    if (v < 0 || v % up[a] != 0) return -1;
+    const i64 i = v / up[a];
+    return i < src_len[a] ? i : -1;
+  }
+};
+
+/// Forward geometry: x is read directly.
+PlaneGeom forward_geom(const ConvGeometry& g) {
+  PlaneGeom pg;
+  for (int a = 0; a < 3; ++a) {
+    pg.out[a] = g.out[a], pg.s[a] = g.stride[a], pg.d[a] = g.dil[a], pg.ker[a] = g.ker[a];
+    pg.pad[a] = g.pad[a], pg.src_len[a] = g.in[a], pg.up[a] = 1;
+  }
+  return pg;
+}
+
+/// Grad-inputs geometry: dy upsampled by the stride, stride 1, the complementary padding.
+PlaneGeom grad_inputs_geom(const ConvGeometry& g) {
+  PlaneGeom pg;
+  for (int a = 0; a < 3; ++a) {
+    pg.out[a] = g.in[a], pg.s[a] = 1, pg.d[a] = g.dil[a], pg.ker[a] = g.ker[a];
+    pg.pad[a] = (g.ker[a] - 1) * g.dil[a] - g.pad[a], pg.src_len[a] = g.out[a], pg.up[a] = g.stride[a];
+  }
+  return pg;
+}
+
+/// Copies one source plane into its padded, phase-split buffer.
+template <class T>
+void fill_buffer(const PlaneGeom& pg, const T* src, T* buf) {
+  const i64 s2 = pg.s[2];
+  for (i64 p0 = 0; p0 < pg.L0; ++p0) {
+    const i64 i0 = pg.source(0, p0 - pg.pad[0]);
+    for (i64 p1 = 0; p1 < pg.L1; ++p1) {
+      T* dst = buf + (p0 * pg.L1 + p1) * pg.row;
+      const i64 i1 = i0 < 0 ? -1 : pg.source(1, p1 - pg.pad[1]);
+      if (i1 < 0) {
+        std::fill(dst, dst + pg.row, T(0));
+        continue;
+      }
+      const T* sr = src + (i0 * pg.src_len[1] + i1) * pg.src_len[2];
+      if (s2 == 1 && pg.up[2] == 1) {
+        // Plain zero-padded copy: element j holds source j - pad.
+        const i64 lo = std::clamp<i64>(pg.pad[2], 0, pg.Lp);
+        const i64 hi = std::clamp<i64>(pg.pad[2] + pg.src_len[2], lo, pg.Lp);
+        std::fill(dst, dst + lo, T(0));
+        std::memcpy(dst + lo, sr + (lo - pg.pad[2]), static_cast<std::size_t>(hi - lo) * sizeof(T));
+        std::fill(dst + hi, dst + pg.Lp, T(0));
+        continue;
+      }
+      for (i64 r = 0; r < s2; ++r)
+        for (i64 j = 0; j < pg.Lp; ++j) {
+          const i64 i2 = pg.source(2, j * s2 + r - pg.pad[2]);
+          dst[r * pg.Lp + j] = i2 < 0 ? T(0) : sr[i2];
+        }
+    }
+  }
+}
+
+/// One slot per output vector of the plane, in storage order.
+template <class T>
+std::vector<Slot> make_slots(const PlaneGeom& pg) {
+  std::vector<Slot> slots;
+  for (i64 o0 = 0; o0 < pg.out[0]; ++o0)
+    for (i64 o1 = 0; o1 < pg.out[1]; ++o1)
+      for (i64 j = 0; j < pg.out[2]; j += kVL<T>)
+        slots.push_back({o0 * pg.s[0] * pg.L1 * pg.row + o1 * pg.s[1] * pg.row + j,
+                         (o0 * pg.out[1] + o1) * pg.out[2] + j, std::min(kVL<T>, pg.out[2] - j)});
+  return slots;
+}
+
+template <class T>
+inline void store(T* dst, const Vec<T>& v, i64 lanes) {
+  if (lanes == kVL<T>) {
+    std::memcpy(dst, &v, sizeof(v));
+  } else {
+    alignas(64) T tmp[kVL<T>];
+    std::memcpy(tmp, &v, sizeof(v));
+    std::memcpy(dst, tmp, static_cast<std::size_t>(lanes) * sizeof(T));
+  }
+}
+
+/// out[slot] = sum_t tw[t] * buf[slot.in + toff[t]] for every slot. Eight slots at a time keep
+/// eight independent accumulator chains in flight.
+template <class T>
+void correlate(const T* buf, const i64* toff, const T* tw, i64 nt, const std::vector<Slot>& slots, T* out) {
+  constexpr int B = 8;
+  const i64 ns = static_cast<i64>(slots.size());
+  i64 s = 0;
+  for (; s + B <= ns; s += B) {
+    const Slot* sl = slots.data() + s;
+    Vec<T> acc[B];
+    for (int b = 0; b < B; ++b) acc[b] = Vec<T>{};
+    for (i64 t = 0; t < nt; ++t) {
+      const T wv = tw[t];
+      const T* bt = buf + toff[t];
+#pragma GCC unroll 8
+      for (int b = 0; b < B; ++b) {
+        Vec<T> v;
+        load(v, bt + sl[b].in);
+        acc[b] += wv * v;
+      }
+    }
+    for (int b = 0; b < B; ++b) store(out + sl[b].out, acc[b], sl[b].lanes);
+  }
+  for (; s < ns; ++s) {
+    Vec<T> acc = Vec<T>{};
+    for (i64 t = 0; t < nt; ++t) {
+      Vec<T> v;
+      load(v, buf + toff[t] + slots[s].in);
+      acc += tw[t] * v;
+    }
+    store(out + slots[s].out, acc, slots[s].lanes);
+  }
+}
+
+/// Tap offsets in (t0, t1, t2) order, and the matching filter storage index of each.
+void make_taps(const ConvGeometry& g, const PlaneGeom& pg, bool reversed, std::vector<i64>& off,
+               std::vector<i64>& widx) {
+  off.clear();
+  widx.clear();
+  for (i64 t0 = 0; t0 < g.ker[0]; ++t0)
+    for (i64 t1 = 0; t1 < g.ker[1]; ++t1)
+      for (i64 t2 = 0; t2 < g.ker[2]; ++t2) {
+        off.push_back(pg.tap_offset(t0, t1, t2));
+        const i64 u0 = reversed ? g.ker[0] - 1 - t0 : t0;
+        const i64 u1 = reversed ? g.ker[1] - 1 - t1 : t1;
+        const i64 u2 = reversed ? g.ker[2] - 1 - t2 : t2;
+        widx.push_back((g.wtap(0, u0) * g.ker[1] + g.wtap(1, u1)) * g.ker[2] + g.wtap(2, u2));
+      }
+}
+
+template <class T>
+std::vector<T>& thread_buffer(i64 n) {
+  thread_local std::vector<T> buf;
+  if (static_cast<i64>(buf.size()) < n) buf.resize(static_cast<std::size_t>(n));
+  return buf;
+}
+
+// ---- forward and grad inputs ----------------------------------------------------------------
+
+/// Forward: per (n, c) plane, one buffer of x, Kg output planes. Grad inputs: per (n, c)
+/// plane, Kg buffers of dy (one per multiplier), one output plane summing them all.
+template <class T>
+void forward_or_grad_inputs(const ConvGeometry& g, const T* src, const T* w, T* dst, bool grad_inputs,
+                            const ConvContext& ctx) {
+  PlaneGeom pg = grad_inputs ? grad_inputs_geom(g) : forward_geom(g);
+  pg.finish<T>();
+  const std::vector<Slot> slots = make_slots<T>(pg);
+  std::vector<i64> toff, widx;
+  make_taps(g, pg, grad_inputs, toff, widx);
+  const i64 nt = static_cast<i64>(toff.size());
+  const i64 Kg = g.Kg;
+  const i64 src_numel = pg.src_numel(), dst_numel = pg.out_numel();
+  const i64 nbuf = grad_inputs ? Kg : 1;
+  parallel_over(ctx, g.N * g.C, [&](i64 begin, i64 end) {
+    std::vector<T>& buf = thread_buffer<T>(nbuf * pg.plane + nbuf * nt + nbuf * nt);
+    T* tw = buf.data() + nbuf * pg.plane;
+    i64* off_all = nullptr;
+    std::vector<i64> offs;  // grad inputs: the taps of every multiplier's buffer
+    if (grad_inputs) {
+      offs.resize(static_cast<std::size_t>(Kg * nt));
+      for (i64 m = 0; m < Kg; ++m)
+        for (i64 t = 0; t < nt; ++t) offs[static_cast<std::size_t>(m * nt + t)] = m * pg.plane + toff[static_cast<std::size_t>(t)];
+      off_all = offs.data();
+    }
+    for (i64 idx = begin; idx < end; ++idx) {
+      const i64 n = idx / g.C, c = idx % g.C;
+      if (!grad_inputs) {
+        fill_buffer(pg, src + idx * src_numel, buf.data());
+        for (i64 m = 0; m < Kg; ++m) {
+          const i64 k = c * Kg + m;
+          for (i64 t = 0; t < nt; ++t) tw[t] = w[k * g.ker_numel + widx[static_cast<std::size_t>(t)]];
+          correlate(buf.data(), toff.data(), tw, nt, slots, dst + (n * g.K + k) * dst_numel);
+        }
+      } else {
+        for (i64 m = 0; m < Kg; ++m) {
+          const i64 k = c * Kg + m;
+          fill_buffer(pg, src + (n * g.K + k) * src_numel, buf.data() + m * pg.plane);
+          for (i64 t = 0; t < nt; ++t) tw[m * nt + t] = w[k * g.ker_numel + widx[static_cast<std::size_t>(t)]];
+        }
+        correlate(buf.data(), off_all, tw, Kg * nt, slots, dst + idx * dst_numel);
+      }
+    }
+  });
+}
+
+// ---- grad weights ---------------------------------------------------------------------------
+
+/// acc[t] += dy[slot] * buf[slot.in + toff[t]] for TB taps and every slot; dy lanes past the
+/// row end count as zero.
+template <class T, int TB>
+void reduce_taps(const T* buf, const i64* toff, const std::vector<Slot>& slots, const T* dy, Vec<T>* acc) {
+  Vec<T> a[TB];
+  for (int b = 0; b < TB; ++b) a[b] = acc[b];
+  for (const Slot& sl : slots) {
+    Vec<T> dv;
+    if (sl.lanes == kVL<T>) {
+      load(dv, dy + sl.out);
+    } else {
+      alignas(64) T tmp[kVL<T>] = {};
+      std::memcpy(tmp, dy + sl.out, static_cast<std::size_t>(sl.lanes) * sizeof(T));
+      load(dv, tmp);
+    }
+    const T* bs = buf + sl.in;
+#pragma GCC unroll 8
+    for (int b = 0; b < TB; ++b) {
+      Vec<T> v;
+      load(v, bs + toff[b]);
+      a[b] += dv * v;
+    }
+  }
+  for (int b = 0; b < TB; ++b) acc[b] = a[b];
+}
+
+template <class T>
+void reduce_taps_n(int tb, const T* buf, const i64* toff, const std::vector<Slot>& slots, const T* dy, Vec<T>* acc) {
+  switch (tb) {
+    case 1: reduce_taps<T, 1>(buf, toff, slots, dy, acc); break;
+    case 2: reduce_taps<T, 2>(buf, toff, slots, dy, acc); break;
+    case 3: reduce_taps<T, 3>(buf, toff, slots, dy, acc); break;
+    case 4: reduce_taps<T, 4>(buf, toff, slots, dy, acc); break;
+    case 5: reduce_taps<T, 5>(buf, toff, slots, dy, acc); break;
+    case 6: reduce_taps<T, 6>(buf, toff, slots, dy, acc); break;
+    case 7: reduce_taps<T, 7>(buf, toff, slots, dy, acc); break;
+    default: reduce_taps<T, 8>(buf, toff, slots, dy, acc); break;
+  }
+}
+
+/// Per output channel k: dw[k, tap] = sum over n and positions of dy * x shifted by the tap.
+template <class T>
+void grad_weights(const ConvGeometry& g, const T* x, T* dw, const T* dy, const ConvContext& ctx) {
+  PlaneGeom pg = forward_geom(g);
+  pg.finish<T>();
+  const std::vector<Slot> slots = make_slots<T>(pg);
+  std::vector<i64> toff, widx;
+  make_taps(g, pg, false, toff, widx);
+  const i64 nt = static_cast<i64>(toff.size());
+  constexpr int kTB = 8;  // taps per pass: accumulators held in registers
+  parallel_over(ctx, g.K, [&](i64 begin, i64 end) {
+    std::vector<T>& buf = thread_buffer<T>(pg.plane);
+    std::vector<Vec<T>> acc(static_cast<std::size_t>(nt));
+    for (i64 k = begin; k < end; ++k) {
+      const i64 c = k / g.Kg;
+      std::fill(acc.begin(), acc.end(), Vec<T>{});
+      for (i64 n = 0; n < g.N; ++n) {
+        fill_buffer(pg, x + (n * g.C + c) * g.in_numel, buf.data());
+        const T* dyp = dy + (n * g.K + k) * g.out_numel;
+        for (i64 t = 0; t < nt; t += kTB)
+          reduce_taps_n<T>(static_cast<int>(std::min<i64>(kTB, nt - t)), buf.data(), toff.data() + t, slots,
+                           dyp, acc.data() + t);
+      }
+      for (i64 t = 0; t < nt; ++t) {
+        alignas(64) T lanes[kVL<T>];
+        std::memcpy(lanes, &acc[static_cast<std::size_t>(t)], sizeof(lanes));
+        T sum = 0;
+        for (i64 l = 0; l < kVL<T>; ++l) sum += lanes[l];
+        dw[k * g.ker_numel + widx[static_cast<std::size_t>(t)]] = sum;
+      }
+    }
+  });
+}
+
+// ---- the algorithm --------------------------------------------------------------------------
+
+template <class T>
+void run_typed(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) {
+  const ConvGeometry g(p);
+  auto* x = static_cast<T*>(t.x);
+  auto* w = static_cast<T*>(t.w);
+  auto* y = static_cast<T*>(t.y);
+  switch (p.direction) {
+    case ConvDirection::forward: forward_or_grad_inputs<T>(g, x, w, y, false, ctx); break;
+    case ConvDirection::grad_inputs: forward_or_grad_inputs<T>(g, y, w, x, true, ctx); break;
+    case ConvDirection::grad_weights: grad_weights<T>(g, x, w, y, ctx); break;
+  }
+}
+
+class DepthwiseAlgorithm final : public ConvAlgorithm {
+ public:
+  std::string name() const override { return "cpu.depthwise"; }
+  DeviceKind device() const override { return DeviceKind::cpu; }
+  std::vector<std::string> tags() const override { return {"conv_direct", "fast_run", "fast_compile"}; }
+  Status applicable(const ConvProblem& p) const override {
+    if (p.Cg() != 1)
+      return Status::no(msg("cpu.depthwise needs one input channel per group (C/G == 1), got C/G = ", p.Cg(),
+                            " (C = ", p.C, ", groups = ", p.G, ")"));
+    if ((p.dtype == DType::float32 || p.dtype == DType::float64) && p.compute == p.dtype) return Status::ok();
+    return Status::no(msg("cpu.depthwise handles float32 and float64 with compute of the same type, not ",
+                          dtype_name(p.dtype), " with compute ", dtype_name(p.compute)));
+  }
+  void run(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) const override {
+    if (Status s = applicable(p); !s) throw TypeError(msg("cpu.depthwise: ", s.reason(), " (", p.key(), ")"));
+    if (p.dtype == DType::float64) run_typed<double>(p, t, ctx);
+    else run_typed<float>(p, t, ctx);
+  }
+};
+
+}  // namespace
+}  // namespace convgraph::cpu
+
+namespace convgraph {
+std::shared_ptr<const ConvAlgorithm> make_cpu_depthwise_algorithm() {
+  return std::make_shared<cpu::DepthwiseAlgorithm>();
+}
+}  // namespace convgraph
