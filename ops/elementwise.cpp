@@ -4,6 +4,7 @@
 
 #include "convgraph/ops/math.hpp"
 #include "ops/broadcast_iter.hpp"
+#include "ops/elementwise_info.hpp"
 #include "ops/kernel_util.hpp"
 
 namespace convgraph {
@@ -17,7 +18,7 @@ constexpr std::int64_t kGrain = 1 << 14;  // elements per parallel task
 
 // ---- unary ------------------------------------------------------------------------
 
-enum class UnaryKind { neg, exp, log, sqrt, abs, sign, relu, sigmoid, tanh };
+using detail::UnaryKind;  // the kind lists live in ops/elementwise_info.hpp
 
 const char* unary_name(UnaryKind k) {
   constexpr const char* names[] = {"neg", "exp", "log", "sqrt", "abs", "sign", "relu", "sigmoid", "tanh"};
@@ -41,6 +42,7 @@ void map_unary(const Tensor& a, Tensor& out, const ExecContext& ctx, F f) {
 class UnaryOp final : public Op {
  public:
   explicit UnaryOp(UnaryKind k) : kind_(k) {}
+  UnaryKind kind() const { return kind_; }
   std::string name() const override { return unary_name(kind_); }
   TensorType infer(const std::vector<TensorType>& in) const override {
     if (in.size() != 1) throw ValueError(msg(name(), ": expects 1 input, got ", in.size()));
@@ -106,7 +108,7 @@ Var unary(UnaryKind k, const Var& x) { return apply(std::make_shared<UnaryOp>(k)
 
 // ---- binary -----------------------------------------------------------------------
 
-enum class BinaryKind { add, sub, mul, div, pow, maximum, minimum, lt, le, gt, ge, eq, ne };
+using detail::BinaryKind;
 
 const char* binary_name(BinaryKind k) {
   constexpr const char* names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
@@ -147,6 +149,7 @@ bool compare_scalar(BinaryKind k, T a, T b) {
 class BinaryOp final : public Op {
  public:
   explicit BinaryOp(BinaryKind k) : kind_(k) {}
+  BinaryKind kind() const { return kind_; }
   std::string name() const override { return binary_name(kind_); }
   TensorType infer(const std::vector<TensorType>& in) const override {
     if (in.size() != 2) throw ValueError(msg(name(), ": expects 2 inputs, got ", in.size()));
@@ -272,6 +275,7 @@ class WhereOp final : public Op {
 class CastOp final : public Op {
  public:
   explicit CastOp(DType to) : to_(to) {}
+  DType to() const { return to_; }
   std::string name() const override { return "cast"; }
   std::string params() const override { return std::string(dtype_name(to_)); }
   TensorType infer(const std::vector<TensorType>& in) const override {
@@ -293,6 +297,16 @@ class CastOp final : public Op {
 };
 
 }  // namespace
+
+detail::ElementwiseInfo detail::elementwise_info(const Op& op) {
+  using C = ElementwiseInfo::Class;
+  ElementwiseInfo info;
+  if (auto* u = dynamic_cast<const UnaryOp*>(&op)) info = {C::unary, 1, u->kind()};
+  else if (auto* b = dynamic_cast<const BinaryOp*>(&op)) info = {C::binary, 2, UnaryKind::neg, b->kind()};
+  else if (dynamic_cast<const WhereOp*>(&op)) info = {C::where, 3};
+  else if (auto* c = dynamic_cast<const CastOp*>(&op)) info = {C::cast, 1, UnaryKind::neg, BinaryKind::add, c->to()};
+  return info;
+}
 
 Var operator+(const Var& a, const Var& b) { return binary(BinaryKind::add, a, b); }
 Var operator-(const Var& a, const Var& b) { return binary(BinaryKind::sub, a, b); }

@@ -197,6 +197,15 @@ void ConvImplOp::perform(const std::vector<Tensor>& inputs, Tensor& output, cons
   // Inputs 0 and 1 are the operands; a grad op's optional input 2 only lends its shape.
   if (inputs.size() < 2 || inputs.size() > 3)
     throw RuntimeError(msg(who, ": expects 2 operands and an optional shape source, got ", inputs.size(), " inputs"));
+  // Theano's zero-size policy: an empty batch or no filters give an empty output; no
+  // input channels (or an empty reduction) give zeros. No algorithm sees such problems.
+  if (inputs[0].numel() == 0 || inputs[1].numel() == 0 || output.numel() == 0) {
+    if (output.numel() == 0) return;
+    if (output.device() != DeviceKind::cpu)
+      throw ShapeError(msg(who, ": zero-size operands on ", device_name(output.device()), " are not supported"));
+    std::memset(output.raw(), 0, output.nbytes());
+    return;
+  }
   std::vector<TensorType> types;
   for (const auto& t : inputs) types.push_back(TensorType{t.dtype(), t.shape(), t.device()});
   const ConvProblem p = problem(types);

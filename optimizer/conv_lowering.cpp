@@ -169,7 +169,7 @@ std::string explain_unlowered(const Var& node, const Mode& mode) {
   bool known = node.type().fully_known();
   for (const auto& i : node.inputs()) {
     types.push_back(i.type());
-    known = known && i.type().fully_known();
+    known = known && i.type().fully_known() && numel(i.type().shape) > 0;  // zero-size: run time
   }
   ConvProblem problem;
   const ConvProblem* pp = nullptr;
@@ -215,7 +215,7 @@ std::optional<Var> lower_abstract_conv(const Var& v, RewriteContext& ctx) {
   bool known = v.type().fully_known();
   for (const auto& i : v.inputs()) {
     types.push_back(i.type());
-    known = known && i.type().fully_known();
+    known = known && i.type().fully_known() && numel(i.type().shape) > 0;  // zero-size: run time
   }
   const auto& reg = mode_registry(mode);
   const DeviceKind device = v.type().device;

@@ -274,7 +274,7 @@ std::optional<Var> meta_optimize_conv(const Var& v, RewriteContext& ctx) {
   bool known = v.type().fully_known();
   for (const auto& i : v.inputs()) {
     types.push_back(i.type());
-    known = known && i.type().fully_known();
+    known = known && i.type().fully_known() && numel(i.type().shape) > 0;  // zero-size: run time
   }
   if (!known) {
     std::vector<std::string> ts;

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "backends/cpu/conv_geometry.hpp"
@@ -25,8 +26,13 @@
 namespace convgraph::cpu {
 namespace {
 
+// GCC vector extensions: one 512-bit register per vector with AVX-512, split into narrower
+// registers on other builds (a vector_size attribute on a template parameter is ignored, so
+// the two types are spelled out).
+using VecF = float __attribute__((vector_size(64)));
+using VecD = double __attribute__((vector_size(64)));
 template <class T>
-using Vec = T __attribute__((vector_size(64)));
+using Vec = std::conditional_t<std::is_same_v<T, float>, VecF, VecD>;
 template <class T>
 inline constexpr i64 kVL = static_cast<i64>(64 / sizeof(T));  // lanes per vector
 

@@ -6,6 +6,7 @@
 namespace convgraph {
 
 void register_cpu_conv_algorithms(AlgorithmRegistry& r) {
+  r.add(make_cpu_depthwise_algorithm());  // declines unless C/G == 1
   r.add(make_cpu_corrmm_algorithm());
   r.add(make_cpu_direct_algorithm());
   r.add(make_cpu_winograd_algorithm());

@@ -10,6 +10,10 @@
 
 namespace convgraph {
 
+/// "cpu.depthwise": grouped convolutions with C/G == 1 (any channel multiplier), any rank,
+/// every direction, float32/float64, no workspace; declines anything else.
+/// Tags {"conv_direct", "fast_run", "fast_compile"}.
+std::shared_ptr<const ConvAlgorithm> make_cpu_depthwise_algorithm();
 /// "cpu.corrmm": im2col + GEMM, tags {"conv_gemm", "fast_run", "fast_compile"}.
 std::shared_ptr<const ConvAlgorithm> make_cpu_corrmm_algorithm();
 /// "cpu.direct": register-blocked direct loops, no workspace,
