@@ -4,7 +4,7 @@
 // Not built by CMake and not a test; build by hand against the library, e.g.
 //   g++ -O3 -march=native -std=c++20 -I include -I . benchmarks/bench_depthwise.cpp \
 //       -L build-dw -lconvgraph -Wl,-rpath,$PWD/build-dw -o build-dw/bench_depthwise
-// Usage: bench_depthwise [threads=2] [repeats=30]
+// Usage: bench_depthwise [threads=2] [repeats=30] [only: time cpu.depthwise alone]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -40,6 +40,7 @@ Buffer make_buffer(std::size_t n, std::mt19937& rng) {
 int main(int argc, char** argv) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
   const int repeats = argc > 2 ? std::atoi(argv[2]) : 30;
+  const bool only_depthwise = argc > 3 && std::string(argv[3]) == "only";  // for profiling
   ThreadPool pool(threads);
   ConvParams params;
   params.ndim = 2;
@@ -83,6 +84,10 @@ int main(int argc, char** argv) {
     std::vector<std::vector<double>> ms(algos.size() + 1);
     for (int r = -2; r < repeats; ++r)  // two warm-up rounds
       for (std::size_t i = 0; i <= algos.size(); ++i) {
+        if (only_depthwise && i > 0) {
+          ms[i].push_back(0.0);
+          continue;
+        }
         const auto t0 = std::chrono::steady_clock::now();
         if (i < algos.size()) algos[i]->run(p, t, ctxs[i]);
         else copy();

@@ -1,0 +1,271 @@
+// Elementwise DSL kernels: unary math, binary arithmetic / comparison with numpy
+// broadcasting (BroadcastPlan offsets), where, cast, fill and the broadcast copy behind
+// broadcast_to. Grid-stride loops; the op code is a kernel argument (warp-uniform).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "backends/cuda/launch.cuh"
+#include "backends/cuda/op_launch.hpp"
+
+namespace convgraph::gpu::launch {
+
+using cuda::kernels::blocks_for;
+using cuda::kernels::kThreads;
+
+namespace {
+
+// ---- unary --------------------------------------------------------------------------
+
+template <class T>
+__device__ T unary_value(UnaryCode op, T v) {
+  switch (op) {
+    case UnaryCode::neg: return static_cast<T>(-v);
+    case UnaryCode::abs: return v < T(0) ? static_cast<T>(-v) : v;
+    case UnaryCode::sign: return static_cast<T>((v > T(0)) - (v < T(0)));
+    case UnaryCode::relu: return v > T(0) ? v : T(0);
+    default: break;
+  }
+  if constexpr (std::is_floating_point_v<T>) {
+    switch (op) {
+      case UnaryCode::exp: return exp(v);
+      case UnaryCode::log: return log(v);
+      case UnaryCode::sqrt: return sqrt(v);
+      case UnaryCode::tanh: return tanh(v);
+      // Stable for large |v|: never exponentiates a large positive number (as on the CPU).
+      case UnaryCode::sigmoid: return v >= T(0) ? T(1) / (T(1) + exp(-v)) : exp(v) / (T(1) + exp(v));
+      default: break;
+    }
+  }
+  return T(0);  // unreachable: infer() rejects float-only functions of integers
+}
+
+template <class T>
+__global__ void unary_kernel(UnaryCode op, const T* x, T* y, long long n) {
+  CG_GRID_STRIDE_LOOP(i, n) { y[i] = unary_value(op, x[i]); }
+}
+
+// ---- binary -------------------------------------------------------------------------
+
+template <class T>
+__device__ T arith_value(BinaryCode op, T a, T b) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return op == BinaryCode::maximum ? (a || b) : (a && b);
+  } else {
+    switch (op) {
+      case BinaryCode::add: return a + b;
+      case BinaryCode::sub: return a - b;
+      case BinaryCode::mul: return a * b;
+      case BinaryCode::div:
+        if constexpr (std::is_integral_v<T>) return b == T(0) ? T(0) : static_cast<T>(a / b);  // no trap on a GPU
+        else return a / b;
+      case BinaryCode::pow:
+        if constexpr (std::is_floating_point_v<T>) return pow(a, b);
+        else return static_cast<T>(pow(static_cast<double>(a), static_cast<double>(b)));
+      case BinaryCode::maximum: return a > b || a != a ? a : b;  // NaN propagates
+      case BinaryCode::minimum: return a < b || a != a ? a : b;
+      default: return T(0);
+    }
+  }
+}
+
+template <class T>
+__device__ bool compare_value(BinaryCode op, T a, T b) {
+  switch (op) {
+    case BinaryCode::lt: return a < b;
+    case BinaryCode::le: return a <= b;
+    case BinaryCode::gt: return a > b;
+    case BinaryCode::ge: return a >= b;
+    case BinaryCode::eq: return a == b;
+    case BinaryCode::ne: return a != b;
+    default: return false;
+  }
+}
+
+template <class T>
+__global__ void arith_kernel(BinaryCode op, const T* a, const T* b, T* out, BroadcastPlan p) {
+  CG_GRID_STRIDE_LOOP(i, p.total) { out[i] = arith_value(op, a[plan_offset(p, 0, i)], b[plan_offset(p, 1, i)]); }
+}
+
+template <class T>
+__global__ void compare_kernel(BinaryCode op, const T* a, const T* b, bool* out, BroadcastPlan p) {
+  CG_GRID_STRIDE_LOOP(i, p.total) { out[i] = compare_value(op, a[plan_offset(p, 0, i)], b[plan_offset(p, 1, i)]); }
+}
+
+// ---- where / broadcast copy (moved by element size) ---------------------------------
+
+template <class U>
+__global__ void where_kernel(const bool* c, const U* a, const U* b, U* out, BroadcastPlan p) {
+  CG_GRID_STRIDE_LOOP(i, p.total) {
+    out[i] = c[plan_offset(p, 0, i)] ? a[plan_offset(p, 1, i)] : b[plan_offset(p, 2, i)];
+  }
+}
+
+template <class U>
+__global__ void bcast_kernel(const U* x, U* y, BroadcastPlan p) {
+  CG_GRID_STRIDE_LOOP(i, p.total) { y[i] = x[plan_offset(p, 0, i)]; }
+}
+
+template <class T>
+__global__ void bcast_scale_kernel(const T* x, T* y, BroadcastPlan p, T scale) {
+  CG_GRID_STRIDE_LOOP(i, p.total) { y[i] = x[plan_offset(p, 0, i)] * scale; }
+}
+
+int elem_size(Elem t) {
+  switch (t) {
+    case Elem::f16: case Elem::bf16: return 2;
+    case Elem::f32: case Elem::i32: return 4;
+    case Elem::f64: case Elem::i64: return 8;
+    case Elem::b8: return 1;
+  }
+  return 0;
+}
+
+/// Calls f(U{}) with an unsigned integer type of t's size.
+template <class F>
+void by_size(Elem t, F&& f) {
+  switch (elem_size(t)) {
+    case 1: f(std::uint8_t{}); break;
+    case 2: f(std::uint16_t{}); break;
+    case 4: f(std::uint32_t{}); break;
+    default: f(std::uint64_t{}); break;
+  }
+}
+
+// ---- cast / fill ----------------------------------------------------------------------
+
+/// A value in transit: integers and bools keep all 64 bits, floats go through double.
+struct Value {
+  double d;
+  long long l;
+  bool integral;
+};
+
+__device__ Value load(Elem t, const void* p, long long i) {
+  switch (t) {
+    case Elem::f16: return {static_cast<double>(__half2float(static_cast<const __half*>(p)[i])), 0, false};
+    case Elem::bf16: return {static_cast<double>(__bfloat162float(static_cast<const __nv_bfloat16*>(p)[i])), 0, false};
+    case Elem::f32: return {static_cast<double>(static_cast<const float*>(p)[i]), 0, false};
+    case Elem::f64: return {static_cast<const double*>(p)[i], 0, false};
+    case Elem::i32: return {0, static_cast<long long>(static_cast<const std::int32_t*>(p)[i]), true};
+    case Elem::i64: return {0, static_cast<long long>(static_cast<const std::int64_t*>(p)[i]), true};
+    case Elem::b8: return {0, static_cast<const bool*>(p)[i] ? 1LL : 0LL, true};
+  }
+  return {0, 0, true};
+}
+
+__device__ void store(Elem t, void* p, long long i, Value v) {
+  const double d = v.integral ? static_cast<double>(v.l) : v.d;
+  switch (t) {
+    case Elem::f16: static_cast<__half*>(p)[i] = __double2half(d); break;
+    case Elem::bf16: static_cast<__nv_bfloat16*>(p)[i] = __double2bfloat16(d); break;
+    case Elem::f32: static_cast<float*>(p)[i] = static_cast<float>(d); break;
+    case Elem::f64: static_cast<double*>(p)[i] = d; break;
+    case Elem::i32: static_cast<std::int32_t*>(p)[i] = v.integral ? static_cast<std::int32_t>(v.l) : static_cast<std::int32_t>(d); break;
+    case Elem::i64: static_cast<std::int64_t*>(p)[i] = v.integral ? static_cast<std::int64_t>(v.l) : static_cast<std::int64_t>(d); break;
+    case Elem::b8: static_cast<bool*>(p)[i] = v.integral ? v.l != 0 : d != 0; break;
+  }
+}
+
+__global__ void cast_kernel(Elem from, const void* x, Elem to, void* y, long long n) {
+  CG_GRID_STRIDE_LOOP(i, n) { store(to, y, i, load(from, x, i)); }
+}
+
+__global__ void fill_kernel(Elem t, void* y, long long n, double value) {
+  CG_GRID_STRIDE_LOOP(i, n) { store(t, y, i, Value{value, 0, false}); }
+}
+
+/// Calls f(T{}) for the four numeric compute types.
+template <class F>
+void numeric(Elem t, const char* who, F&& f) {
+  switch (t) {
+    case Elem::f32: f(float{}); return;
+    case Elem::f64: f(double{}); return;
+    case Elem::i32: f(std::int32_t{}); return;
+    case Elem::i64: f(std::int64_t{}); return;
+    default: break;
+  }
+  throw TypeError(msg(who, ": no CUDA kernel for this dtype"));
+}
+
+}  // namespace
+
+void unary(UnaryCode op, Elem t, const void* x, void* y, long long n, cudaStream_t stream) {
+  if (n == 0) return;
+  numeric(t, "unary", [&](auto z) {
+    using T = decltype(z);
+    unary_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(op, static_cast<const T*>(x), static_cast<T*>(y), n);
+  });
+  CG_CUDA_CHECK_LAUNCH();
+}
+
+void binary(BinaryCode op, Elem t, const void* a, const void* b, void* out, const BroadcastPlan& p,
+            cudaStream_t stream) {
+  if (p.total == 0) return;
+  const unsigned grid = blocks_for(p.total);
+  auto run = [&](auto z) {
+    using T = decltype(z);
+    const T* pa = static_cast<const T*>(a);
+    const T* pb = static_cast<const T*>(b);
+    if (is_comparison(op)) compare_kernel<T><<<grid, kThreads, 0, stream>>>(op, pa, pb, static_cast<bool*>(out), p);
+    else arith_kernel<T><<<grid, kThreads, 0, stream>>>(op, pa, pb, static_cast<T*>(out), p);
+  };
+  if (t == Elem::b8) run(bool{});
+  else numeric(t, "binary", run);
+  CG_CUDA_CHECK_LAUNCH();
+}
+
+void where(Elem t, const void* cond, const void* a, const void* b, void* out, const BroadcastPlan& p,
+           cudaStream_t stream) {
+  if (p.total == 0) return;
+  by_size(t, [&](auto z) {
+    using U = decltype(z);
+    where_kernel<U><<<blocks_for(p.total), kThreads, 0, stream>>>(static_cast<const bool*>(cond), static_cast<const U*>(a),
+                                                                   static_cast<const U*>(b), static_cast<U*>(out), p);
+  });
+  CG_CUDA_CHECK_LAUNCH();
+}
+
+void cast(Elem from, const void* x, Elem to, void* y, long long n, cudaStream_t stream) {
+  if (n == 0) return;
+  if (from == to) {
+    CG_CUDA_CHECK(cudaMemcpyAsync(y, x, static_cast<size_t>(n) * elem_size(from), cudaMemcpyDeviceToDevice, stream));
+    return;
+  }
+  cast_kernel<<<blocks_for(n), kThreads, 0, stream>>>(from, x, to, y, n);
+  CG_CUDA_CHECK_LAUNCH();
+}
+
+void fill(Elem t, void* y, long long n, double value, cudaStream_t stream) {
+  if (n == 0) return;
+  if (value == 0) {  // all-zero bits are 0 in every type
+    CG_CUDA_CHECK(cudaMemsetAsync(y, 0, static_cast<size_t>(n) * elem_size(t), stream));
+    return;
+  }
+  fill_kernel<<<blocks_for(n), kThreads, 0, stream>>>(t, y, n, value);
+  CG_CUDA_CHECK_LAUNCH();
+}
+
+void broadcast_copy(Elem t, const void* x, void* y, const BroadcastPlan& p, double scale, cudaStream_t stream) {
+  if (p.total == 0) return;
+  const unsigned grid = blocks_for(p.total);
+  if (scale == 1.0) {
+    by_size(t, [&](auto z) {
+      using U = decltype(z);
+      bcast_kernel<U><<<grid, kThreads, 0, stream>>>(static_cast<const U*>(x), static_cast<U*>(y), p);
+    });
+  } else if (t == Elem::f32) {
+    bcast_scale_kernel<float><<<grid, kThreads, 0, stream>>>(static_cast<const float*>(x), static_cast<float*>(y), p,
+                                                             static_cast<float>(scale));
+  } else if (t == Elem::f64) {
+    bcast_scale_kernel<double><<<grid, kThreads, 0, stream>>>(static_cast<const double*>(x), static_cast<double*>(y), p,
+                                                              scale);
+  } else {
+    throw TypeError("broadcast_copy: a scaled copy needs float32 or float64");
+  }
+  CG_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace convgraph::gpu::launch
