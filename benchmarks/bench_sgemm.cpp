@@ -2,11 +2,14 @@
 // it) on the GEMM shapes that im2col turns the standard conv layers into.
 //
 //   bench_sgemm [--threads=1,2] [--samples=N] [--filter=substring] [--isa=avx512|avx2|scalar]
+//               [--wall]
 //
 // Prints an FMA peak check first (these hosts sometimes run one vCPU at half speed: rerun
 // when it reads low), then per shape and thread count the median GFLOP/s of each
 // implementation. Implementations are timed interleaved, one sample each in turn, so
-// a slow spell hits them alike.
+// a slow spell hits them alike. One-thread rows are timed in thread CPU time (unless
+// --wall): on a machine shared with compilers that keeps them meaningful; multi-thread
+// rows are wall time and need a quiet machine.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -17,6 +20,9 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <time.h>
+#include <unistd.h>
 
 // GCC 12's AVX-512 headers raise false -Wuninitialized warnings (GCC bug 105593).
 #pragma GCC diagnostic push
@@ -143,6 +149,13 @@ struct Impl {
   std::vector<double> seconds;
 };
 
+/// Seconds on a wall clock, or in this thread's CPU time.
+double now_seconds(bool thread_cpu) {
+  timespec ts{};
+  clock_gettime(thread_cpu ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -151,10 +164,20 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
+#if CONVGRAPH_HAVE_OPENMP
+  // Idle OpenMP threads (Eigen's and oneDNN's) spin for milliseconds after each parallel
+  // region and would steal the core from the next implementation's threads. libgomp reads
+  // OMP_WAIT_POLICY when it loads, so set it and start over.
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    execv("/proc/self/exe", argv);  // returns only on failure: then go on as we are
+  }
+#endif
   std::vector<int> thread_counts = {1, 2};
   int samples = 7;
   std::string filter;
   cpu::SgemmIsa isa = cpu::sgemm_best_isa();
+  bool wall = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.rfind("--threads=", 0) == 0) {
@@ -168,11 +191,13 @@ int main(int argc, char** argv) {
       samples = std::max(1, std::atoi(arg.c_str() + 10));
     } else if (arg.rfind("--filter=", 0) == 0) {
       filter = arg.substr(9);
+    } else if (arg == "--wall") {
+      wall = true;
     } else if (arg.rfind("--isa=", 0) == 0) {
       const std::string v = arg.substr(6);
       isa = v == "scalar" ? cpu::SgemmIsa::scalar : v == "avx2" ? cpu::SgemmIsa::avx2 : cpu::SgemmIsa::avx512;
     } else {
-      std::fprintf(stderr, "usage: %s [--threads=1,2] [--samples=N] [--filter=s] [--isa=avx512|avx2|scalar]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--threads=1,2] [--samples=N] [--filter=s] [--isa=avx512|avx2|scalar] [--wall]\n", argv[0]);
       return 2;
     }
   }
@@ -183,7 +208,10 @@ int main(int argc, char** argv) {
     std::printf("FMA peak check, %d thread(s): AVX2 %.1f GFLOP/s, AVX-512 %.1f GFLOP/s\n", t,
                 has_avx2 ? fma_peak(t, fma_loop_avx2) : 0.0,
                 has_avx512 ? fma_peak(t, fma_loop_avx512) : 0.0);
-  std::printf("convgraph sgemm kernels: %s\n\n", cpu::sgemm_isa_name(isa));
+  const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
+  std::printf("convgraph sgemm kernels: %s; OMP_WAIT_POLICY=%s; 1-thread rows in %s time\n\n",
+              cpu::sgemm_isa_name(isa), wait_policy ? wait_policy : "(unset)",
+              wall ? "wall" : "thread CPU");
   std::printf("%-24s %5s %5s %5s %2s | %9s %9s %9s | %s\n", "shape", "M", "N", "K", "T",
               "convgraph", "Eigen", "oneDNN", "GFLOP/s medians; ratios cg/Eigen cg/oneDNN");
 
@@ -227,17 +255,18 @@ int main(int argc, char** argv) {
                                     B.data(), ldb, 0.0f, C.data(), ldc);
                        }, {}});
 #endif
-      // Iterations per sample: about 20 ms of the first implementation, after a warm-up.
+      // Iterations per sample: about 10 ms of the first implementation, after a warm-up.
+      const bool cpu_clock = threads == 1 && !wall;
       for (auto& im : impls) im.run();
-      const auto t0 = Clock::now();
+      const double t0 = now_seconds(cpu_clock);
       impls[0].run();
-      const double once = std::chrono::duration<double>(Clock::now() - t0).count();
-      const int iters = std::max(1, static_cast<int>(0.02 / std::max(once, 1e-7)));
+      const double once = now_seconds(cpu_clock) - t0;
+      const int iters = std::max(1, static_cast<int>(0.01 / std::max(once, 1e-7)));
       for (int r = 0; r < samples; ++r) {
         for (auto& im : impls) {
-          const auto a = Clock::now();
+          const double a = now_seconds(cpu_clock);
           for (int it = 0; it < iters; ++it) im.run();
-          im.seconds.push_back(std::chrono::duration<double>(Clock::now() - a).count() / iters);
+          im.seconds.push_back((now_seconds(cpu_clock) - a) / iters);
         }
       }
       double g[3] = {0, 0, 0};

@@ -3,6 +3,7 @@
 // GEMM on row-major maps. Eigen stays inside this translation unit.
 #include <Eigen/Core>
 
+#include "convgraph/backends/cuda/op_kernels.hpp"
 #include "convgraph/ops/math.hpp"
 #include "convgraph/ops/nnet.hpp"
 #include "convgraph/ops/shape_ops.hpp"
@@ -147,9 +148,14 @@ class MatmulOp final : public Op {
     return {ga, gb};
   }
 
+  bool has_device_kernel(DeviceKind d, const std::vector<TensorType>& in) const override {
+    return d == DeviceKind::cuda && (in[0].dtype == DType::float32 || in[0].dtype == DType::float64);
+  }
   void perform(const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) const override {
     TensorType ta{in[0].dtype(), in[0].shape()}, tb{in[1].dtype(), in[1].shape()};
     const MatmulShape s = matmul_shape(ta, tb);
+    if (out.device() == DeviceKind::cuda)
+      return gpu::matmul(in[0], in[1], out, s.batch, s.a_batch, s.b_batch, s.m, s.k, s.n, ctx.stream);
     detail::dispatch_dtype(in[0].dtype(), "matmul", [&](auto z) {
       using T = decltype(z);
       if constexpr (std::is_same_v<T, bool>) {

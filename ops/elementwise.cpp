@@ -2,6 +2,7 @@
 // where, and cast. Each op kind is one row of a table: name, kernel, gradient.
 #include <cmath>
 
+#include "convgraph/backends/cuda/op_kernels.hpp"
 #include "convgraph/ops/math.hpp"
 #include "ops/broadcast_iter.hpp"
 #include "ops/elementwise_info.hpp"
@@ -67,7 +68,11 @@ class UnaryOp final : public Op {
     }
     return {Var()};
   }
+  bool has_device_kernel(DeviceKind d, const std::vector<TensorType>& in) const override {
+    return d == DeviceKind::cuda && gpu::elementwise_dtype_supported(in[0].dtype) && in[0].dtype != DType::boolean;
+  }
   void perform(const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) const override {
+    if (out.device() == DeviceKind::cuda) return gpu::unary(name(), in[0], out, ctx.stream);
     dispatch_dtype(in[0].dtype(), "unary", [&](auto z) {
       using T = decltype(z);
       if constexpr (std::is_same_v<T, bool>) {
@@ -188,7 +193,11 @@ class BinaryOp final : public Op {
       default: return {Var(), Var()};
     }
   }
+  bool has_device_kernel(DeviceKind d, const std::vector<TensorType>& in) const override {
+    return d == DeviceKind::cuda && gpu::elementwise_dtype_supported(in[0].dtype);
+  }
   void perform(const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) const override {
+    if (out.device() == DeviceKind::cuda) return gpu::binary(name(), in[0], in[1], out, ctx.stream);
     dispatch_dtype(in[0].dtype(), "binary", [&](auto z) {
       using T = decltype(z);
       if (is_comparison(kind_)) {
@@ -263,7 +272,9 @@ class WhereOp final : public Op {
     const Var zero = zeros_like(g);
     return {Var(), sum_to(where(in[0], g, zero), in[1]), sum_to(where(in[0], zero, g), in[2])};
   }
+  bool has_device_kernel(DeviceKind d, const std::vector<TensorType>&) const override { return d == DeviceKind::cuda; }
   void perform(const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) const override {
+    if (out.device() == DeviceKind::cuda) return gpu::where(in[0], in[1], in[2], out, ctx.stream);
     dispatch_dtype(in[1].dtype(), "where", [&](auto z) {
       using T = decltype(z);
       detail::broadcast_apply3<T>(in[0], in[1], in[2], out, ctx);
@@ -288,7 +299,9 @@ class CastOp final : public Op {
     if (!is_float(in[0].dtype()) || !is_float(to_)) return {Var()};
     return {cast(g, in[0].dtype())};
   }
-  void perform(const std::vector<Tensor>& in, Tensor& out, const ExecContext&) const override {
+  bool has_device_kernel(DeviceKind d, const std::vector<TensorType>&) const override { return d == DeviceKind::cuda; }
+  void perform(const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) const override {
+    if (out.device() == DeviceKind::cuda) return gpu::cast(in[0], out, ctx.stream);
     out.copy_from(in[0]);
   }
 

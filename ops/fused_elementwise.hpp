@@ -17,7 +17,7 @@ struct FusedInstr {
   UnaryKind unary = UnaryKind::neg;
   BinaryKind binary = BinaryKind::add;
   DType dtype = DType::float32;  ///< of the result register
-  int a = -1, b = -1, c = -1;    ///< operand registers (where: c ? a : b is written where(a, b, c))
+  int a = -1, b = -1, c = -1;    ///< operand registers; where: a ? b : c
   double value = 0;              ///< constants: splatted in `dtype`
 };
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "convgraph/backends/cuda/op_kernels.hpp"
 #include "convgraph/ops/math.hpp"
 #include "ops/kernel_util.hpp"
 
@@ -64,7 +65,12 @@ class ReduceOp final : public Op {
     return out;
   }
   std::vector<Var> grad(const std::vector<Var>& in, const Var& out, const Var& g) const override;
+  bool has_device_kernel(DeviceKind d, const std::vector<TensorType>& in) const override {
+    return d == DeviceKind::cuda && gpu::elementwise_dtype_supported(in[0].dtype);
+  }
   void perform(const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) const override {
+    if (out.device() == DeviceKind::cuda)
+      return gpu::reduce(static_cast<gpu::Reduce>(kind_), in[0], axes_, out, ctx.stream);  // same enumerator order
     const ReducePlan p = make_plan(in[0].shape(), axes_);
     dispatch_dtype(in[0].dtype(), name().c_str(), [&](auto z) {
       using T = decltype(z);
@@ -149,6 +155,10 @@ class BroadcastToOp final : public Op {
       G = g * apply(std::make_shared<BroadcastToOp>(inserted_, true), {ones_like(in[0]), in[1]});
     return {inserted_.empty() ? sum_to(G, in[0]) : sum(G, inserted_, false), Var()};
   }
+  bool has_device_kernel(DeviceKind d, const std::vector<TensorType>& in) const override {
+    return d == DeviceKind::cuda && (mean_ ? in[0].dtype == DType::float32 || in[0].dtype == DType::float64
+                                           : gpu::elementwise_dtype_supported(in[0].dtype));
+  }
   void perform(const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) const override {
     Tensor g = in[0].reshape(expanded(in[0].shape(), out.rank()));
     // Pad to full rank, then copy with zero strides along broadcast axes.
@@ -170,6 +180,7 @@ class BroadcastToOp final : public Op {
       if (inserted_.empty()) count = out.numel() / std::max<std::int64_t>(1, in[0].numel());
       scale = 1.0 / static_cast<double>(std::max<std::int64_t>(count, 1));
     }
+    if (out.device() == DeviceKind::cuda) return gpu::broadcast_copy(g, out, scale, ctx.stream);
     dispatch_dtype(out.dtype(), name().c_str(), [&](auto z) {
       using T = decltype(z);
       const T* src = static_cast<const T*>(g.raw());
@@ -220,6 +231,10 @@ class SumToOp final : public Op {
   std::vector<Var> grad(const std::vector<Var>& in, const Var&, const Var& g) const override {
     return {broadcast_like(g, in[0]), Var()};
   }
+  // perform() runs a ReduceOp, which picks the GPU kernel itself for a cuda output.
+  bool has_device_kernel(DeviceKind d, const std::vector<TensorType>& in) const override {
+    return d == DeviceKind::cuda && gpu::elementwise_dtype_supported(in[0].dtype);
+  }
   void perform(const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) const override {
     const Shape& gs = in[0].shape();
     const Shape& ts = out.shape();
@@ -243,7 +258,9 @@ class FillLikeOp final : public Op {
     return in[0];
   }
   std::vector<Var> grad(const std::vector<Var>&, const Var&, const Var&) const override { return {Var()}; }
-  void perform(const std::vector<Tensor>&, Tensor& out, const ExecContext&) const override {
+  bool has_device_kernel(DeviceKind d, const std::vector<TensorType>&) const override { return d == DeviceKind::cuda; }
+  void perform(const std::vector<Tensor>&, Tensor& out, const ExecContext& ctx) const override {
+    if (out.device() == DeviceKind::cuda) return gpu::fill(out, value_, ctx.stream);
     dispatch_dtype(out.dtype(), "fill", [&](auto z) {
       using T = decltype(z);
       std::fill_n(static_cast<T*>(out.raw()), out.numel(), static_cast<T>(value_));

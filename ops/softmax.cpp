@@ -3,6 +3,7 @@
 // take/scatter pair of ops that are each other's gradient).
 #include <cmath>
 
+#include "convgraph/backends/cuda/op_kernels.hpp"
 #include "convgraph/ops/math.hpp"
 #include "convgraph/ops/nnet.hpp"
 #include "ops/kernel_util.hpp"
@@ -52,7 +53,9 @@ class SoftmaxOp final : public Op {
     return in[0];
   }
   std::vector<Var> grad(const std::vector<Var>& in, const Var& out, const Var& g) const override;
+  bool has_device_kernel(DeviceKind d, const std::vector<TensorType>&) const override { return d == DeviceKind::cuda; }
   void perform(const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) const override {
+    if (out.device() == DeviceKind::cuda) return gpu::softmax(log_, in[0], out, ctx.stream);
     dispatch_float(in[0].dtype(), "softmax", [&](auto z) {
       using T = decltype(z);
       const T* x = in[0].data<T>();
@@ -118,7 +121,9 @@ class SoftmaxGradOp final : public Op {
     const Var e = exp(y);
     return {gg - sum(gg * e, {-1}, true), -(gg * e * sum(gy, {-1}, true))};
   }
+  bool has_device_kernel(DeviceKind d, const std::vector<TensorType>&) const override { return d == DeviceKind::cuda; }
   void perform(const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) const override {
+    if (out.device() == DeviceKind::cuda) return gpu::softmax_grad(log_, in[0], in[1], out, ctx.stream);
     dispatch_float(in[0].dtype(), name().c_str(), [&](auto z) {
       using T = decltype(z);
       const T* gy = in[0].data<T>();
@@ -190,7 +195,9 @@ class TakeClassOp final : public Op {
     return TensorType{in[0].dtype, Shape(in[0].shape.begin(), in[0].shape.end() - 1), in[0].device};
   }
   std::vector<Var> grad(const std::vector<Var>& in, const Var&, const Var& g) const override;
-  void perform(const std::vector<Tensor>& in, Tensor& out, const ExecContext&) const override {
+  bool has_device_kernel(DeviceKind d, const std::vector<TensorType>&) const override { return d == DeviceKind::cuda; }
+  void perform(const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) const override {
+    if (out.device() == DeviceKind::cuda) return gpu::take_class(in[0], in[1], out, ctx.stream);
     const std::int64_t n = in[0].shape().back(), rows = out.numel();
     dispatch_float(in[0].dtype(), "take_class", [&](auto z) {
       using T = decltype(z);
@@ -221,7 +228,9 @@ class ScatterClassOp final : public Op {
   std::vector<Var> grad(const std::vector<Var>& in, const Var&, const Var& gg) const override {
     return {apply(std::make_shared<TakeClassOp>(), {gg, in[1]}), Var(), Var()};
   }
-  void perform(const std::vector<Tensor>& in, Tensor& out, const ExecContext&) const override {
+  bool has_device_kernel(DeviceKind d, const std::vector<TensorType>&) const override { return d == DeviceKind::cuda; }
+  void perform(const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) const override {
+    if (out.device() == DeviceKind::cuda) return gpu::scatter_class(in[0], in[1], out, ctx.stream);
     const std::int64_t n = out.shape().back(), rows = in[0].numel();
     dispatch_float(out.dtype(), "scatter_class", [&](auto z) {
       using T = decltype(z);

@@ -2,6 +2,9 @@
 
 #include "convgraph/backends/cuda.hpp"
 #if CONVGRAPH_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include "backends/cuda/cuda_check.hpp"
 #include "convgraph/backends/cuda/device.hpp"
 #endif
 
@@ -30,6 +33,26 @@ Tensor copy_to(const Tensor& host, DeviceKind device) {
   return to_device(host, device);
 #else
   no_device("copy_to");
+#endif
+}
+
+void copy_into(const Tensor& src, Tensor& dst) {
+  if (src.dtype() != dst.dtype() || src.numel() != dst.numel() || !src.is_contiguous() || !dst.is_contiguous())
+    throw ValueError(msg("copy_into: cannot copy ", dtype_name(src.dtype()), shape_to_string(src.shape()), " into ",
+                         dtype_name(dst.dtype()), shape_to_string(dst.shape()), " (both must be contiguous, same size)"));
+  if (src.device() == DeviceKind::cpu && dst.device() == DeviceKind::cpu) {
+    dst.copy_from(src.reshape(dst.shape()));
+    return;
+  }
+#if CONVGRAPH_WITH_CUDA
+  if (!cuda_info().available) throw DeviceError(msg("copy_into: no usable GPU: ", cuda_info().reason));
+  if (src.nbytes() == 0) return;
+  // cudaMemcpyDefault: unified addressing tells host from device pointers.
+  CG_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), src.nbytes(), cudaMemcpyDefault,
+                                static_cast<cudaStream_t>(current_stream())));
+  synchronize_stream(nullptr);
+#else
+  no_device("copy_into");
 #endif
 }
 

@@ -12,6 +12,10 @@ namespace convgraph {
 Tensor copy_to_host(const Tensor& t);
 /// A contiguous copy of a host tensor on `device`.
 Tensor copy_to(const Tensor& host, DeviceKind device);
+/// Copies `src` into the preallocated `dst` (same dtype and element count, both contiguous;
+/// any mix of host and device) on the calling thread's current stream and waits for it,
+/// so `dst` is ready and `src` may be reused on return. Host-to-host is a plain copy.
+void copy_into(const Tensor& src, Tensor& dst);
 /// Uninitialised memory on `device`.
 std::shared_ptr<Storage> allocate_on(DeviceKind device, std::size_t bytes);
 /// Waits for queued work on `device` (the calling thread's current stream); no-op on CPU.

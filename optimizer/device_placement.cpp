@@ -1,13 +1,17 @@
 // Device placement. device=cpu: nothing to do. device=cuda (optimize() has already failed
-// with a DeviceError when no GPU can be used): every convolution moves to the GPU - where
-// its algorithms are - with a transfer in front of each host operand and one back after
-// it. Other ops stay on the host until the GPU DSL kernels exist; cleanup removes the
-// download/upload pairs between consecutive convolutions, so those stay on the device.
+// with a DeviceError when no GPU can be used): every node whose op has a CUDA kernel
+// (Op::has_device_kernel: convolutions, the elementwise / reduction / softmax / matmul
+// ops) moves to the GPU; the rest stay on the host. Transfers sit only at the
+// boundaries: graph inputs and constants are uploaded once, results downloaded, and a
+// host-only op in the middle gets a download in front and an upload after.
+#include <map>
 #include <unordered_map>
 
+#include "convgraph/backends/cuda.hpp"
 #include "convgraph/core/function_graph.hpp"
 #include "convgraph/ops/abstract_conv.hpp"
 #include "convgraph/optimizer/transfer_op.hpp"
+#include "optimizer/device_buffers.hpp"
 #include "optimizer/passes.hpp"
 
 namespace convgraph {
@@ -29,13 +33,20 @@ std::vector<Var> TransferOp::grad(const std::vector<Var>& inputs, const Var&, co
 
 void TransferOp::perform(const std::vector<Tensor>& inputs, Tensor& output, const ExecContext&) const {
   if (inputs.size() != 1) throw RuntimeError(msg(label(), ": expects 1 input, got ", inputs.size()));
-  if (to_ == DeviceKind::cpu && inputs[0].device() == DeviceKind::cpu && output.device() == DeviceKind::cpu) {
-    output.copy_from(inputs[0]);
-    return;
+  const bool host_only = to_ == DeviceKind::cpu && inputs[0].device() == DeviceKind::cpu;
+  if (!host_only && !cuda_info().available)
+    throw DeviceError(msg(label(), ": copying ", device_name(inputs[0].device()), " -> ", device_name(to_),
+                          " needs a GPU: ", cuda_info().reason));
+  if (output.device() != to_)
+    throw RuntimeError(msg(label(), ": output lives on ", device_name(output.device()), ", not ", device_name(to_)));
+  // Waits for the copy: a download's reader is host code, and an upload's source may be
+  // arena memory that the next host node overwrites.
+  try {
+    copy_into(inputs[0], output);
+  } catch (const DeviceError& e) {
+    throw DeviceError(msg(label(), ": copying ", device_name(inputs[0].device()), " -> ", device_name(output.device()),
+                          " failed: ", e.what()));
   }
-  throw DeviceError(msg(label(), ": copying ", device_name(inputs[0].device()), " -> ", device_name(to_),
-                        " needs the CUDA backend's memcpy, which is not wired into the transfer op yet "
-                        "(GPU DSL kernels are not implemented yet)"));
 }
 
 Var transfer(const Var& x, DeviceKind to) {
@@ -49,32 +60,75 @@ const TransferOp* as_transfer(const Var& v) { return dynamic_cast<const Transfer
 
 namespace {
 
-/// Each host convolution x -> conv -> y becomes x -> upload -> conv@cuda -> download -> y.
-/// A convolution feeding another one leaves download -> upload pairs, which cleanup drops.
-void place_convolutions(RewriteContext& ctx) {
-  if (ctx.mode.device != DeviceKind::cuda) return;
-  FunctionGraph& g = ctx.graph;
-  std::unordered_map<const Node*, Var> uploads;  // one upload per host value
-  for (const Var& v : g.toposort()) {
-    if (!as_abstract_conv(v) || v.type().device == DeviceKind::cuda) continue;
-    std::vector<Var> ins;
-    for (const auto& in : v.inputs()) {
-      auto it = uploads.find(in.node());
-      if (it == uploads.end()) it = uploads.emplace(in.node(), transfer(in, DeviceKind::cuda)).first;
-      ins.push_back(it->second);
+/// Rebuilds the graph in topological order. A node whose op has a kernel for `device`
+/// runs there, with its operands moved over; any other node runs on the host, with its
+/// operands moved back. Each value is moved to a device at most once (`moved` caches the
+/// transfer), so an input used by many GPU nodes is uploaded once and a chain of GPU nodes
+/// has no transfers inside it. Host nodes whose operands did not change are kept as is.
+class Placer {
+ public:
+  explicit Placer(DeviceKind device) : device_(device) {}
+
+  void run(FunctionGraph& g) {
+    for (const Var& v : g.toposort()) mapped_.emplace(v.node(), place(v));
+    // Results go back to the host, where the caller reads them.
+    for (const Var& out : std::vector<Var>(g.outputs())) {
+      if (!out.op()) continue;
+      const Var host = on(out, DeviceKind::cpu);
+      if (!host.same(out)) g.replace(out, host, "device_placement");
     }
-    Var on_gpu = convgraph::apply(v.node()->op, ins, v.name());
-    on_gpu.node()->type.device = DeviceKind::cuda;  // the op's own inference may not track devices
-    g.replace(v, transfer(on_gpu, DeviceKind::cpu), "device_placement");
   }
+
+ private:
+  Var place(const Var& v) {
+    if (!v.op()) return v;  // graph inputs and constants live on the host
+    if (const TransferOp* t = as_transfer(v)) return transfer(mapped_.at(v.inputs()[0].node()), t->target());
+    std::vector<TensorType> types;
+    for (const Var& in : v.inputs()) types.push_back(mapped_.at(in.node()).type());
+    const bool gpu = v.op()->has_device_kernel(device_, types);
+    const DeviceKind where = gpu ? device_ : DeviceKind::cpu;
+    std::vector<Var> ins;
+    bool same = true;
+    for (const Var& in : v.inputs()) {
+      ins.push_back(on(in, where));
+      same = same && ins.back().same(in);
+    }
+    if (!gpu && same) return v;
+    Var placed = convgraph::apply(v.node()->op, ins, v.name());
+    placed.node()->type.device = where;  // not every infer() tracks devices
+    return placed;
+  }
+
+  /// The placed value of original node `v`, on `device`.
+  Var on(const Var& v, DeviceKind device) {
+    const Var& m = mapped_.at(v.node());
+    if (m.type().device == device) return m;
+    auto key = std::make_pair(v.node(), device);
+    auto it = moved_.find(key);
+    if (it == moved_.end()) it = moved_.emplace(key, transfer(m, device)).first;
+    return it->second;
+  }
+
+  DeviceKind device_;
+  std::unordered_map<const Node*, Var> mapped_;
+  std::map<std::pair<const Node*, DeviceKind>, Var> moved_;
+};
+
+void place_pass(RewriteContext& ctx) {
+  if (ctx.mode.device == DeviceKind::cpu) return;
+  place_on_device(ctx.graph, ctx.mode.device);
 }
 
 }  // namespace
 
+void place_on_device(FunctionGraph& graph, DeviceKind device) {
+  if (device == DeviceKind::cpu) return;
+  Placer(device).run(graph);
+}
+
 void register_device_placement(RewriteDB& db) {
   db.add_phase("device_placement", kDevicePlacementPos, {"fast_run", "fast_compile"});
-  db.add_global("device_placement", "place_convolutions_on_device", {"fast_run", "fast_compile"}, 0,
-                place_convolutions);
+  db.add_global("device_placement", "place_on_device", {"fast_run", "fast_compile"}, 0, place_pass);
 }
 
 }  // namespace convgraph

@@ -26,6 +26,9 @@ void register_canonicalize(RewriteDB& db);
 void register_merge(RewriteDB& db);
 void register_constant_folding(RewriteDB& db);
 void register_device_placement(RewriteDB& db);
+/// The device_placement pass itself (exposed for tests): moves every node whose op has a
+/// kernel for `device` there, with transfers at the boundaries and outputs downloaded.
+void place_on_device(FunctionGraph& graph, DeviceKind device);
 void register_conv_lowering(RewriteDB& db);   // the conv_lowering phase + priority lowering
 void register_meta_optimizer(RewriteDB& db);  // conv_meta, inside conv_lowering
 void register_fusion(RewriteDB& db);

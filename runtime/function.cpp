@@ -107,6 +107,7 @@ struct Function::Impl {
       for (const auto& in : v.inputs()) ins.push_back(p.types[static_cast<std::size_t>(slot.at(in.node()))]);
       try {
         p.types[i] = v.op()->infer(ins);
+        p.types[i].device = v.type().device;  // placement decided it; not every infer() tracks devices
         auto& ws = p.workspace_bytes[static_cast<int>(p.types[i].device)];
         ws = std::max(ws, v.op()->workspace_bytes(ins));
       } catch (const Error& e) {

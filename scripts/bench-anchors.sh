@@ -29,7 +29,7 @@ cmd=("$exe" --threads 2 --repeats "${REPEATS:-5}" --json "$json" "$@")
   echo "# machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) CPUs, $(uname -r)"
   echo "# commit:  $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet 2>/dev/null || echo ' (+ local changes)')"
   echo "# load:    $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min; numbers are only trustworthy on an idle machine)"
-  echo "# OpenMP:  OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive (convgraph-anchors' default: spinning barriers collapse on these VMs)}"
+  echo "# OpenMP:  OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive, the convgraph-anchors default: spinning barriers collapse on these VMs}"
   echo "# command: ${cmd[*]}"
   echo
 } >"$out"

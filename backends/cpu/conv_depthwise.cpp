@@ -1,5 +1,5 @@
-// "cpu.depthwise": grouped convolutions with one input channel per group (C/G == 1, any
-// channel multiplier K/G), every rank, kernel, stride, dilation, padding and flip, all three
+// "cpu.depthwise": grouped convolutions with one input channel per group (C/G == 1, groups
+// > 1, any channel multiplier K/G), every rank, kernel, stride, dilation, padding and flip, all three
 // directions, float32 and float64. No workspace.
 //
 // Every direction is built on one plane-sized step: copy a source plane into a small
@@ -19,6 +19,15 @@
 #include <cstring>
 #include <type_traits>
 #include <vector>
+
+#if defined(__AVX512F__)
+// GCC 12's AVX-512 headers raise false -Wuninitialized warnings (GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+#endif
 
 #include "backends/cpu/conv_geometry.hpp"
 #include "convgraph/backends/cpu/algorithms.hpp"
@@ -97,36 +106,60 @@ PlaneGeom grad_inputs_geom(const ConvGeometry& g) {
   return pg;
 }
 
-/// Copies one source plane into its padded, phase-split buffer.
+/// Zeroes a buffer's padding and gaps. They sit at the same places for every plane of a run,
+/// so a thread does this once per chunk and copy_plane then writes only the samples.
 template <class T>
-void fill_buffer(const PlaneGeom& pg, const T* src, T* buf) {
+void clear_buffer(const PlaneGeom& pg, T* buf) {
+  std::fill(buf, buf + pg.plane, T(0));
+}
+
+/// Copies one source plane's samples into a buffer cleared by clear_buffer.
+template <class T>
+void copy_plane(const PlaneGeom& pg, const T* src, T* buf) {
   const i64 s2 = pg.s[2];
+  const bool plain = s2 == 1 && pg.up[2] == 1;
+  // Plain rows: buffer element j holds source j - pad, for j in [lo, hi).
+  const i64 lo = std::clamp<i64>(pg.pad[2], 0, pg.Lp);
+  const i64 hi = std::clamp<i64>(pg.pad[2] + pg.src_len[2], lo, pg.Lp);
   for (i64 p0 = 0; p0 < pg.L0; ++p0) {
     const i64 i0 = pg.source(0, p0 - pg.pad[0]);
+    if (i0 < 0) continue;
     for (i64 p1 = 0; p1 < pg.L1; ++p1) {
+      const i64 i1 = pg.source(1, p1 - pg.pad[1]);
+      if (i1 < 0) continue;
       T* dst = buf + (p0 * pg.L1 + p1) * pg.row;
-      const i64 i1 = i0 < 0 ? -1 : pg.source(1, p1 - pg.pad[1]);
-      if (i1 < 0) {
-        std::fill(dst, dst + pg.row, T(0));
-        continue;
-      }
       const T* sr = src + (i0 * pg.src_len[1] + i1) * pg.src_len[2];
-      if (s2 == 1 && pg.up[2] == 1) {
-        // Plain zero-padded copy: element j holds source j - pad.
-        const i64 lo = std::clamp<i64>(pg.pad[2], 0, pg.Lp);
-        const i64 hi = std::clamp<i64>(pg.pad[2] + pg.src_len[2], lo, pg.Lp);
-        std::fill(dst, dst + lo, T(0));
-        std::memcpy(dst + lo, sr + (lo - pg.pad[2]), static_cast<std::size_t>(hi - lo) * sizeof(T));
-        std::fill(dst + hi, dst + pg.Lp, T(0));
+      if (plain) {
+        T* d = dst + lo;
+        const T* sp = sr + (lo - pg.pad[2]);
+        const i64 n = hi - lo;
+#pragma GCC ivdep
+        for (i64 i = 0; i < n; ++i) d[i] = sp[i];
         continue;
       }
       for (i64 r = 0; r < s2; ++r)
         for (i64 j = 0; j < pg.Lp; ++j) {
           const i64 i2 = pg.source(2, j * s2 + r - pg.pad[2]);
-          dst[r * pg.Lp + j] = i2 < 0 ? T(0) : sr[i2];
+          if (i2 >= 0) dst[r * pg.Lp + j] = sr[i2];
         }
     }
   }
+}
+
+/// Asks for a plane about to be read (into L2), so its misses overlap the current plane's work.
+template <class T>
+inline void prefetch_plane(const T* p, i64 n) {
+  const char* c = reinterpret_cast<const char*>(p);
+  const i64 bytes = n * static_cast<i64>(sizeof(T));
+  for (i64 b = 0; b < bytes; b += 64) __builtin_prefetch(c + b, 0, 2);
+}
+
+/// Same for a plane about to be written.
+template <class T>
+inline void prefetch_plane_write(T* p, i64 n) {
+  char* c = reinterpret_cast<char*>(p);
+  const i64 bytes = n * static_cast<i64>(sizeof(T));
+  for (i64 b = 0; b < bytes; b += 64) __builtin_prefetch(c + b, 1, 2);
 }
 
 /// One slot per output vector of the plane, in storage order.
@@ -141,15 +174,42 @@ std::vector<Slot> make_slots(const PlaneGeom& pg) {
   return slots;
 }
 
+/// Stores the first `lanes` lanes of v (masked with AVX-512, else lane by lane).
 template <class T>
 inline void store(T* dst, const Vec<T>& v, i64 lanes) {
   if (lanes == kVL<T>) {
     std::memcpy(dst, &v, sizeof(v));
-  } else {
-    alignas(64) T tmp[kVL<T>];
-    std::memcpy(tmp, &v, sizeof(v));
-    std::memcpy(dst, tmp, static_cast<std::size_t>(lanes) * sizeof(T));
+    return;
   }
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>)
+    _mm512_mask_storeu_ps(dst, static_cast<__mmask16>((1u << lanes) - 1), reinterpret_cast<const __m512&>(v));
+  else
+    _mm512_mask_storeu_pd(dst, static_cast<__mmask8>((1u << lanes) - 1), reinterpret_cast<const __m512d&>(v));
+#else
+  alignas(64) T tmp[kVL<T>];
+  std::memcpy(tmp, &v, sizeof(v));
+  for (i64 l = 0; l < lanes; ++l) dst[l] = tmp[l];
+#endif
+}
+
+/// Loads the first `lanes` lanes from src, zero in the others (never reads past them).
+template <class T>
+inline void load_first(Vec<T>& v, const T* src, i64 lanes) {
+  if (lanes == kVL<T>) {
+    load(v, src);
+    return;
+  }
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>)
+    reinterpret_cast<__m512&>(v) = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << lanes) - 1), src);
+  else
+    reinterpret_cast<__m512d&>(v) = _mm512_maskz_loadu_pd(static_cast<__mmask8>((1u << lanes) - 1), src);
+#else
+  alignas(64) T tmp[kVL<T>] = {};
+  for (i64 l = 0; l < lanes; ++l) tmp[l] = src[l];
+  load(v, tmp);
+#endif
 }
 
 /// out[slot] = sum_t tw[t] * buf[slot.in + toff[t]] for every slot. Eight slots at a time keep
@@ -236,19 +296,28 @@ void forward_or_grad_inputs(const ConvGeometry& g, const T* src, const T* w, T* 
         for (i64 t = 0; t < nt; ++t) offs[static_cast<std::size_t>(m * nt + t)] = m * pg.plane + toff[static_cast<std::size_t>(t)];
       off_all = offs.data();
     }
+    for (i64 m = 0; m < nbuf; ++m) clear_buffer(pg, buf.data() + m * pg.plane);
     for (i64 idx = begin; idx < end; ++idx) {
       const i64 n = idx / g.C, c = idx % g.C;
       if (!grad_inputs) {
-        fill_buffer(pg, src + idx * src_numel, buf.data());
+        if (idx + 1 < end) {
+          prefetch_plane(src + (idx + 1) * src_numel, src_numel);
+          prefetch_plane_write(dst + ((idx + 1) / g.C * g.K + (idx + 1) % g.C * Kg) * dst_numel, Kg * dst_numel);
+        }
+        copy_plane(pg, src + idx * src_numel, buf.data());
         for (i64 m = 0; m < Kg; ++m) {
           const i64 k = c * Kg + m;
           for (i64 t = 0; t < nt; ++t) tw[t] = w[k * g.ker_numel + widx[static_cast<std::size_t>(t)]];
           correlate(buf.data(), toff.data(), tw, nt, slots, dst + (n * g.K + k) * dst_numel);
         }
       } else {
+        if (idx + 1 < end) {
+          prefetch_plane(src + ((idx + 1) / g.C * g.K + (idx + 1) % g.C * Kg) * src_numel, Kg * src_numel);
+          prefetch_plane_write(dst + (idx + 1) * dst_numel, dst_numel);
+        }
         for (i64 m = 0; m < Kg; ++m) {
           const i64 k = c * Kg + m;
-          fill_buffer(pg, src + (n * g.K + k) * src_numel, buf.data() + m * pg.plane);
+          copy_plane(pg, src + (n * g.K + k) * src_numel, buf.data() + m * pg.plane);
           for (i64 t = 0; t < nt; ++t) tw[m * nt + t] = w[k * g.ker_numel + widx[static_cast<std::size_t>(t)]];
         }
         correlate(buf.data(), off_all, tw, Kg * nt, slots, dst + idx * dst_numel);
@@ -267,13 +336,7 @@ void reduce_taps(const T* buf, const i64* toff, const std::vector<Slot>& slots, 
   for (int b = 0; b < TB; ++b) a[b] = acc[b];
   for (const Slot& sl : slots) {
     Vec<T> dv;
-    if (sl.lanes == kVL<T>) {
-      load(dv, dy + sl.out);
-    } else {
-      alignas(64) T tmp[kVL<T>] = {};
-      std::memcpy(tmp, dy + sl.out, static_cast<std::size_t>(sl.lanes) * sizeof(T));
-      load(dv, tmp);
-    }
+    load_first(dv, dy + sl.out, sl.lanes);
     const T* bs = buf + sl.in;
 #pragma GCC unroll 8
     for (int b = 0; b < TB; ++b) {
@@ -311,12 +374,19 @@ void grad_weights(const ConvGeometry& g, const T* x, T* dw, const T* dy, const C
   constexpr int kTB = 8;  // taps per pass: accumulators held in registers
   parallel_over(ctx, g.K, [&](i64 begin, i64 end) {
     std::vector<T>& buf = thread_buffer<T>(pg.plane);
+    clear_buffer(pg, buf.data());
     std::vector<Vec<T>> acc(static_cast<std::size_t>(nt));
     for (i64 k = begin; k < end; ++k) {
       const i64 c = k / g.Kg;
       std::fill(acc.begin(), acc.end(), Vec<T>{});
       for (i64 n = 0; n < g.N; ++n) {
-        fill_buffer(pg, x + (n * g.C + c) * g.in_numel, buf.data());
+        // The next (n, k) planes of x and dy: the next image, or image 0 of the next channel.
+        const i64 nn = n + 1 < g.N ? n + 1 : 0, nk = n + 1 < g.N ? k : k + 1;
+        if (nk < end) {
+          prefetch_plane(x + (nn * g.C + nk / g.Kg) * g.in_numel, g.in_numel);
+          prefetch_plane(dy + (nn * g.K + nk) * g.out_numel, g.out_numel);
+        }
+        copy_plane(pg, x + (n * g.C + c) * g.in_numel, buf.data());
         const T* dyp = dy + (n * g.K + k) * g.out_numel;
         for (i64 t = 0; t < nt; t += kTB)
           reduce_taps_n<T>(static_cast<int>(std::min<i64>(kTB, nt - t)), buf.data(), toff.data() + t, slots,
@@ -357,6 +427,8 @@ class DepthwiseAlgorithm final : public ConvAlgorithm {
     if (p.Cg() != 1)
       return Status::no(msg("cpu.depthwise needs one input channel per group (C/G == 1), got C/G = ", p.Cg(),
                             " (C = ", p.C, ", groups = ", p.G, ")"));
+    // C == 1 without groups is a dense convolution: corrmm/direct stay its default choice.
+    if (p.G == 1) return Status::no("cpu.depthwise handles grouped convolutions only (groups = 1 here)");
     if ((p.dtype == DType::float32 || p.dtype == DType::float64) && p.compute == p.dtype) return Status::ok();
     return Status::no(msg("cpu.depthwise handles float32 and float64 with compute of the same type, not ",
                           dtype_name(p.dtype), " with compute ", dtype_name(p.compute)));

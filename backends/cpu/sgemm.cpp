@@ -26,6 +26,7 @@ struct ScalarTraits {
   static constexpr std::int64_t kKC = 256;
   static constexpr std::int64_t kNC = 512;
   static constexpr std::int64_t kABuf = kMR * kKC;
+  static constexpr std::int64_t kAPanel = 1;
   static void pack_a(const GemmArgs& g, std::int64_t i0, int m, std::int64_t p0, std::int64_t kc,
                      float* dst) {
     sgemm_detail::pack_a_generic<kMR>(g, i0, m, p0, kc, dst);
@@ -33,6 +34,14 @@ struct ScalarTraits {
   static void pack_b(const GemmArgs& g, std::int64_t p0, std::int64_t kc, std::int64_t j0, int n,
                      float* dst) {
     sgemm_detail::pack_b_generic<kNR>(g, p0, kc, j0, n, dst);
+  }
+  static void pack_a_panel(const GemmArgs& g, std::int64_t i0, std::int64_t m, std::int64_t p0,
+                           std::int64_t kc, float* dst) {
+    sgemm_detail::pack_a_panel_by_sliver<ScalarTraits>(g, i0, m, p0, kc, dst);
+  }
+  static void pack_b_panel(const GemmArgs& g, std::int64_t p0, std::int64_t kc, std::int64_t j0,
+                           std::int64_t n, float* dst) {
+    sgemm_detail::pack_b_panel_by_sliver<ScalarTraits>(g, p0, kc, j0, n, dst);
   }
   static void kernel(const GemmArgs& g, std::int64_t kc, const float* __restrict a,
                      const float* __restrict b, float* c, int m, int n, bool first) {

@@ -28,7 +28,9 @@ const char* sgemm_isa_name(SgemmIsa isa);
 /// C = alpha * op(A) * op(B) + beta * C. Leading dimensions are row strides in elements
 /// (lda >= K, or >= M when transA; ldb >= N, or >= K when transB; ldc >= N).
 /// Splits the work over `pool` (may be null: single-threaded) when the problem is big
-/// enough. Throws ValueError for negative sizes, short leading dimensions or null data.
+/// enough (~4 MFLOP); results are bitwise identical for any pool size. Safe to call from
+/// several threads at once (packing buffers are per thread and reused across calls).
+/// Throws ValueError for negative sizes, short leading dimensions or null data.
 void sgemm(bool transA, bool transB, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
            const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C,
            std::int64_t ldc, ThreadPool* pool);

@@ -133,6 +133,7 @@ struct Avx2Traits {
   static constexpr std::int64_t kKC = convgraph::cpu::kKC;
   static constexpr std::int64_t kNC = 512;
   static constexpr std::int64_t kABuf = kMR * kKC;
+  static constexpr std::int64_t kAPanel = 1;
   static void pack_a(const GemmArgs& g, std::int64_t i0, int m, std::int64_t p0, std::int64_t kc,
                      float* dst) {
     pack_a_avx2(g, i0, m, p0, kc, dst);
@@ -140,6 +141,14 @@ struct Avx2Traits {
   static void pack_b(const GemmArgs& g, std::int64_t p0, std::int64_t kc, std::int64_t j0, int n,
                      float* dst) {
     pack_b_avx2(g, p0, kc, j0, n, dst);
+  }
+  static void pack_a_panel(const GemmArgs& g, std::int64_t i0, std::int64_t m, std::int64_t p0,
+                           std::int64_t kc, float* dst) {
+    sgemm_detail::pack_a_panel_by_sliver<Avx2Traits>(g, i0, m, p0, kc, dst);
+  }
+  static void pack_b_panel(const GemmArgs& g, std::int64_t p0, std::int64_t kc, std::int64_t j0,
+                           std::int64_t n, float* dst) {
+    sgemm_detail::pack_b_panel_by_sliver<Avx2Traits>(g, p0, kc, j0, n, dst);
   }
   static void kernel(const GemmArgs& g, std::int64_t kc, const float* a, const float* b, float* c,
                      int m, int n, bool first) {

@@ -14,13 +14,7 @@
 
 #include "backends/cpu/sgemm_driver.hpp"
 
-#ifndef CG_KC
-#define CG_KC 384
-#endif
-#ifndef CG_NC
-#define CG_NC 512
-#endif
-#define CG_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,fma,bmi2")))
+#define CG_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,fma")))
 
 namespace convgraph::cpu {
 namespace {
@@ -31,7 +25,7 @@ constexpr int kMR = 14;
 constexpr int kNR = 32;
 /// Deepest depth block; also the row stride of a row-major A sliver (14 x kKC floats,
 /// 21 KiB: stays in L1 next to the B sliver being streamed).
-constexpr std::int64_t kKC = CG_KC;
+constexpr std::int64_t kKC = 384;
 
 CG_AVX512 inline __mmask16 low_mask(int n) {
   return n >= 16 ? static_cast<__mmask16>(0xFFFF)
@@ -199,19 +193,78 @@ CG_AVX512 void pack_b_avx512(const GemmArgs& g, std::int64_t p0, std::int64_t kc
   }
 }
 
+// Rows i0..i0+m (several slivers, sliver q at dst + q*14*kKC) of op(A), depth p0..p0+kc.
+// transA reads A row by row, one contiguous run of m floats per depth step: A's rows may
+// be pages apart, and one sliver at a time would touch a new page per 56 bytes.
+CG_AVX512 void pack_a_panel_avx512(const GemmArgs& g, std::int64_t i0, std::int64_t m,
+                                   std::int64_t p0, std::int64_t kc, float* dst) {
+  constexpr std::int64_t kSliver = kMR * kKC;
+  if (!g.ta) {
+    for (std::int64_t q = 0; q * kMR < m; ++q)
+      pack_a_avx512(g, i0 + q * kMR, static_cast<int>(m - q * kMR < kMR ? m - q * kMR : kMR), p0,
+                    kc, dst + q * kSliver);
+    return;
+  }
+  const std::int64_t full = m / kMR;
+  const int rest = static_cast<int>(m - full * kMR);
+  const __mmask16 rmask = low_mask(rest);
+  for (std::int64_t k = 0; k < kc; ++k) {
+    const float* src = g.A + (p0 + k) * g.lda + i0;
+    float* d = dst + k * kMR;
+    for (std::int64_t q = 0; q < full; ++q)
+      _mm512_mask_storeu_ps(d + q * kSliver, 0x3FFF, _mm512_loadu_ps(src + q * kMR));
+    if (rest)
+      _mm512_mask_storeu_ps(d + full * kSliver, rmask, _mm512_maskz_loadu_ps(rmask, src + full * kMR));
+  }
+}
+
+// Depth p0..p0+kc, columns j0..j0+n of op(B) -> one 32-column sliver after another
+// (sliver q at dst + q*kc*32). Non-transposed B is read row by row, one sequential
+// stream, and the slivers are written side by side.
+CG_AVX512 void pack_b_panel_avx512(const GemmArgs& g, std::int64_t p0, std::int64_t kc,
+                                   std::int64_t j0, std::int64_t n, float* dst) {
+  if (g.tb) {
+    for (std::int64_t q = 0; q * kNR < n; ++q)
+      pack_b_avx512(g, p0, kc, j0 + q * kNR, static_cast<int>(n - q * kNR < kNR ? n - q * kNR : kNR),
+                    dst + q * kc * kNR);
+    return;
+  }
+  const std::int64_t full = n / kNR;
+  const int rest = static_cast<int>(n - full * kNR);
+  const __mmask16 r0 = low_mask(rest), r1 = low_mask(rest - 16);
+  const std::int64_t sliver = kc * kNR;
+  for (std::int64_t k = 0; k < kc; ++k) {
+    const float* src = g.B + (p0 + k) * g.ldb + j0;
+    float* d = dst + k * kNR;
+    for (std::int64_t q = 0; q < full; ++q) {
+      _mm512_store_ps(d + q * sliver, _mm512_loadu_ps(src + q * kNR));
+      _mm512_store_ps(d + q * sliver + 16, _mm512_loadu_ps(src + q * kNR + 16));
+    }
+    if (rest) {
+      _mm512_store_ps(d + full * sliver, _mm512_maskz_loadu_ps(r0, src + full * kNR));
+      _mm512_store_ps(d + full * sliver + 16, _mm512_maskz_loadu_ps(r1, src + full * kNR + 16));
+    }
+  }
+}
+
 struct Avx512Traits {
   static constexpr int kMR = convgraph::cpu::kMR;
   static constexpr int kNR = convgraph::cpu::kNR;
   static constexpr std::int64_t kKC = convgraph::cpu::kKC;
-  static constexpr std::int64_t kNC = CG_NC;
+  static constexpr std::int64_t kNC = 512;
   static constexpr std::int64_t kABuf = kMR * kKC;
+  static constexpr std::int64_t kAPanel = 8;
   static void pack_a(const GemmArgs& g, std::int64_t i0, int m, std::int64_t p0, std::int64_t kc,
                      float* dst) {
     pack_a_avx512(g, i0, m, p0, kc, dst);
   }
-  static void pack_b(const GemmArgs& g, std::int64_t p0, std::int64_t kc, std::int64_t j0, int n,
-                     float* dst) {
-    pack_b_avx512(g, p0, kc, j0, n, dst);
+  static void pack_a_panel(const GemmArgs& g, std::int64_t i0, std::int64_t m, std::int64_t p0,
+                           std::int64_t kc, float* dst) {
+    pack_a_panel_avx512(g, i0, m, p0, kc, dst);
+  }
+  static void pack_b_panel(const GemmArgs& g, std::int64_t p0, std::int64_t kc, std::int64_t j0,
+                           std::int64_t n, float* dst) {
+    pack_b_panel_avx512(g, p0, kc, j0, n, dst);
   }
   static void kernel(const GemmArgs& g, std::int64_t kc, const float* a, const float* b, float* c,
                      int m, int n, bool first) {

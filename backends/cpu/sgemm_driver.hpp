@@ -4,23 +4,28 @@
 /// traits type that supplies the register block and its target-specific functions:
 ///
 ///   static constexpr int kMR, kNR;        register block: kMR rows x kNR columns of C
-///   static constexpr std::int64_t kKC;    largest depth block (A sliver kKC*kMR in L1)
-///   static constexpr std::int64_t kNC;    widest column block one task packs (kKC*kNC in L2)
-///   static void pack_a(const GemmArgs&, i0, m, p0, kc, float* dst);  dst[k*kMR + i]
-///   static void pack_b(const GemmArgs&, p0, kc, j0, n, float* dst);  dst[k*kNR + j]
-///   static void kernel(kc, a, b, c, ldc, m, n, alpha, beta, first);
+///   static constexpr std::int64_t kKC;    deepest depth block
+///   static constexpr std::int64_t kNC;    widest column tile one task packs (kKC*kNC in L2)
+///   static constexpr std::int64_t kABuf;  floats of one packed A sliver
+///   static constexpr std::int64_t kAPanel;  A slivers packed together when transA
+///   static void pack_a(g, i0, m, p0, kc, dst);        one sliver: rows i0..i0+m, depth p0..
+///   static void pack_a_panel(g, i0, m, p0, kc, dst);  m rows, sliver q at dst + q*kABuf
+///   static void pack_b_panel(g, p0, kc, j0, n, dst);  columns j0..j0+n, sliver q at q*kc*kNR
+///   static void kernel(g, kc, a, b, c, m, n, first);  C(m x n) (+)= A sliver * B sliver
 ///
-/// Packing pads a short sliver (m < kMR, n < kNR) with zeros, so the kernel always
-/// runs the full block and only stores the m x n part. `first` is true for the first
-/// depth block: the kernel then applies beta (beta == 0: C is not read); later depth
-/// blocks accumulate into C.
+/// The A sliver layout is the traits' business (pack_a and kernel agree on it). A packed
+/// B sliver is dst[k*kNR + j], zero-padded past n. `first` is true for the first depth
+/// block: the kernel then applies beta (beta == 0: C is not read); later depth blocks
+/// accumulate into C. The k order of every sum is fixed by K alone, so results do not
+/// depend on the thread count.
 ///
 /// Loop order, chosen so the kernel streams as little as possible from far away:
-///   1. pack all of op(A), once, shared by every task (parallel over slivers);
-///   2. tasks = column tiles of C (times row tiles when C has few columns, in which
-///      case op(B) is also packed once up front instead of per task);
-///   3. in a task, per depth block: pack the tile's B block (stays in L2), then for
-///      each A sliver (stays in L1) run the kernel over the tile's B slivers.
+///   tasks = column tiles of C (times row tiles when C has few columns, in which case
+///   op(B) is packed once up front instead of per task); in a task, per depth block,
+///   the tile's B block is packed (it stays in L2), then each A sliver is packed right
+///   before use into a small buffer (it stays in L1) and the kernel runs over the tile's
+///   B slivers. transA packs kAPanel slivers at once: its rows of A are the depth
+///   steps, read one contiguous run each.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -99,6 +104,22 @@ void pack_b_generic(const GemmArgs& g, std::int64_t p0, std::int64_t kc, std::in
   }
 }
 
+/// Panels sliver by sliver, for traits without a better way.
+template <class Isa>
+void pack_a_panel_by_sliver(const GemmArgs& g, std::int64_t i0, std::int64_t m, std::int64_t p0,
+                            std::int64_t kc, float* dst) {
+  for (std::int64_t q = 0; q * Isa::kMR < m; ++q)
+    Isa::pack_a(g, i0 + q * Isa::kMR, static_cast<int>(std::min<std::int64_t>(Isa::kMR, m - q * Isa::kMR)),
+                p0, kc, dst + q * Isa::kABuf);
+}
+template <class Isa>
+void pack_b_panel_by_sliver(const GemmArgs& g, std::int64_t p0, std::int64_t kc, std::int64_t j0,
+                            std::int64_t n, float* dst) {
+  for (std::int64_t q = 0; q * Isa::kNR < n; ++q)
+    Isa::pack_b(g, p0, kc, j0 + q * Isa::kNR, static_cast<int>(std::min<std::int64_t>(Isa::kNR, n - q * Isa::kNR)),
+                dst + q * kc * Isa::kNR);
+}
+
 template <class Isa>
 void run_sgemm(const GemmArgs& g, ThreadPool* pool) {
   constexpr int MR = Isa::kMR;
@@ -114,15 +135,18 @@ void run_sgemm(const GemmArgs& g, ThreadPool* pool) {
   const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
   const std::int64_t threads = (pool && flops >= kMinParallelFlops) ? pool->size() : 1;
 
-  // Column tiles: at most kNC wide; with several threads, about 4 tiles per thread so a
-  // slow core takes fewer. Few columns (conv layers at 7x7) -> split rows as well.
+  // Column tiles: at most kNC wide. With several threads aim at about 4 tasks per thread
+  // (so a slow core takes fewer), but keep tiles at least kMinTile slivers wide: each
+  // A sliver is packed once per tile and should serve several kernel calls. When that
+  // leaves too few tiles (few columns: 7x7 and 14x14 conv layers), split the rows too.
+  constexpr std::int64_t kMinTile = 8;
   const std::int64_t max_tile = std::max<std::int64_t>(1, Isa::kNC / NR);
   std::int64_t tile_ns = std::min(nsl, max_tile);
   std::int64_t mtiles = 1;
   if (threads > 1) {
-    tile_ns = std::clamp<std::int64_t>(ceil_div(nsl, 4 * threads), 1, max_tile);
-    const std::int64_t ntiles = ceil_div(nsl, tile_ns);
-    if (ntiles < 3 * threads) mtiles = std::min(msl, ceil_div(4 * threads, ntiles));
+    tile_ns = std::min(nsl, std::clamp<std::int64_t>(ceil_div(nsl, 4 * threads), kMinTile, max_tile));
+    const std::int64_t nt = ceil_div(nsl, tile_ns);
+    if (nt < 3 * threads) mtiles = std::min(msl, ceil_div(4 * threads, nt));
   }
   const std::int64_t ntiles = ceil_div(nsl, tile_ns);
   const std::int64_t tile_ms = ceil_div(msl, mtiles);
@@ -141,21 +165,20 @@ void run_sgemm(const GemmArgs& g, ThreadPool* pool) {
   float* bpk = nullptr;
   if (shared_b) {
     bpk = scratch(2, kcb * nkb * Np);
-    run(nkb * nsl, [&](std::int64_t begin, std::int64_t end) {
+    run(nkb * ntiles, [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t t = begin; t < end; ++t) {
-        const std::int64_t p = t / nsl, j = t % nsl;
+        const std::int64_t p = t / ntiles, j0 = (t % ntiles) * tile_ns;
         const std::int64_t p0 = p * kcb, kc = std::min(kcb, K - p0);
-        Isa::pack_b(g, p0, kc, j * NR, static_cast<int>(std::min<std::int64_t>(NR, N - j * NR)),
-                    bpk + p * kcb * Np + j * kc * NR);
+        Isa::pack_b_panel(g, p0, kc, j0 * NR, std::min(N - j0 * NR, tile_ns * NR),
+                          bpk + p * kcb * Np + j0 * kc * NR);
       }
     });
   }
 
-  // Tiles of C. Per depth block: the tile's B block is packed (or taken from the shared
-  // copy) and stays in L2; each A sliver is packed right before use into a small buffer
-  // that stays in L1 while the kernel runs over the tile's B slivers.
+  // Tiles of C.
+  const std::int64_t apanel = g.ta ? Isa::kAPanel : 1;
   run(mtiles * ntiles, [&](std::int64_t begin, std::int64_t end) {
-    float* abuf = scratch(0, Isa::kABuf);
+    float* abuf = scratch(0, Isa::kABuf * apanel);
     float* local_b = shared_b ? nullptr : scratch(1, kcb * tile_ns * NR);
     for (std::int64_t t = begin; t < end; ++t) {
       const std::int64_t mt = t / ntiles, nt = t % ntiles;
@@ -167,18 +190,21 @@ void run_sgemm(const GemmArgs& g, ThreadPool* pool) {
         if (shared_b) {
           bp = bpk + p * kcb * Np + j0 * kc * NR;
         } else {
-          for (std::int64_t j = j0; j < j1; ++j)
-            Isa::pack_b(g, p0, kc, j * NR, static_cast<int>(std::min<std::int64_t>(NR, N - j * NR)),
-                        local_b + (j - j0) * kc * NR);
+          Isa::pack_b_panel(g, p0, kc, j0 * NR, std::min(N, j1 * NR) - j0 * NR, local_b);
           bp = local_b;
         }
-        for (std::int64_t s = s0; s < s1; ++s) {
-          const int m = static_cast<int>(std::min<std::int64_t>(MR, M - s * MR));
-          Isa::pack_a(g, s * MR, m, p0, kc, abuf);
-          float* crow = g.C + s * MR * g.ldc;
-          for (std::int64_t j = j0; j < j1; ++j) {
-            const int n = static_cast<int>(std::min<std::int64_t>(NR, N - j * NR));
-            Isa::kernel(g, kc, abuf, bp + (j - j0) * kc * NR, crow + j * NR, m, n, p == 0);
+        for (std::int64_t sb = s0; sb < s1; sb += apanel) {
+          const std::int64_t se = std::min(s1, sb + apanel);
+          if (apanel > 1) Isa::pack_a_panel(g, sb * MR, std::min(M, se * MR) - sb * MR, p0, kc, abuf);
+          for (std::int64_t s = sb; s < se; ++s) {
+            const int m = static_cast<int>(std::min<std::int64_t>(MR, M - s * MR));
+            const float* ap = abuf + (s - sb) * Isa::kABuf;
+            if (apanel == 1) Isa::pack_a(g, s * MR, m, p0, kc, abuf);
+            float* crow = g.C + s * MR * g.ldc;
+            for (std::int64_t j = j0; j < j1; ++j) {
+              const int n = static_cast<int>(std::min<std::int64_t>(NR, N - j * NR));
+              Isa::kernel(g, kc, ap, bp + (j - j0) * kc * NR, crow + j * NR, m, n, p == 0);
+            }
           }
         }
       }

@@ -127,6 +127,12 @@ TEST_CASE("depthwise: declines what it cannot do, with a reason", "[backends][co
   c.params.groups = 1;
   c.w_shape[1] = 4;
   CHECK_FALSE(dw->applicable(c.problem(ConvDirection::grad_weights, DType::float64)));
+  // One channel without groups is a dense convolution, left to corrmm/direct.
+  ConvCase single = dw_case(2, 1, 1, 4, {8, 8}, {3, 3}, 1, {1, 1}, {1, 1}, false);
+  REQUIRE(single.problem(ConvDirection::forward, DType::float32).G == 1);
+  st = dw->applicable(single.problem(ConvDirection::forward, DType::float32));
+  CHECK_FALSE(st);
+  CHECK(st.reason().find("grouped") != std::string::npos);
   const ConvOperands ops = make_operands(p, 1);
   CHECK_THROWS(run_cpu_conv(*dw, p, ops, nullptr));
 

@@ -104,6 +104,13 @@ class Op {
   virtual void perform(const std::vector<Tensor>& inputs, Tensor& output, const ExecContext& ctx) const;
   /// Scratch bytes perform() needs for these concrete input types.
   virtual std::size_t workspace_bytes(const std::vector<TensorType>& inputs) const { return 0; }
+  /// Whether perform() can run with its output on `device` (a non-cpu device) for these
+  /// input types; device placement moves such nodes there. Default: host only.
+  virtual bool has_device_kernel(DeviceKind device, const std::vector<TensorType>& inputs) const {
+    (void)device;
+    (void)inputs;
+    return false;
+  }
   /// True for ops that only say *what* to compute (abstract convolutions).
   virtual bool is_abstract() const { return false; }
   /// Whether constant folding may evaluate this op (false for run-time checks, I/O).

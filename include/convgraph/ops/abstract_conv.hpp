@@ -47,6 +47,10 @@ class AbstractConvOp : public Op {
   std::vector<Var> grad(const std::vector<Var>& inputs, const Var& output,
                         const Var& output_grad) const override;
   bool is_abstract() const override { return true; }
+  /// On cuda the conv lowering picks a CUDA algorithm (cuDNN, corrmm, fft) for the node.
+  bool has_device_kernel(DeviceKind device, const std::vector<TensorType>&) const override {
+    return device == DeviceKind::cuda;
+  }
   /// Never evaluated by constant folding (it has no kernel; Theano: do_constant_folding False).
   bool foldable() const override { return false; }
   /// Tags of the rewrites that can lower this node (for error messages).

@@ -33,6 +33,11 @@ class ConvImplOp : public Op {
              std::string why, Options options);
 
   const AbstractConvOp& abstract() const { return *abstract_; }
+  /// True when its (fixed or first candidate) algorithm runs on `device`.
+  bool has_device_kernel(DeviceKind device, const std::vector<TensorType>&) const override {
+    const ConvAlgorithm* a = fixed_ ? fixed_.get() : candidates_.empty() ? nullptr : candidates_.front().get();
+    return a && a->device() == device;
+  }
   ConvDirection direction() const { return abstract_->direction(); }
   const ConvParams& conv_params() const { return abstract_->conv_params(); }
   /// The compile-time choice, or nullptr when the choice is made per shape at run time.

@@ -15,8 +15,8 @@ class TransferOp : public Op {
   TensorType infer(const std::vector<TensorType>& inputs) const override;
   /// The gradient moves back to the source device.
   std::vector<Var> grad(const std::vector<Var>& inputs, const Var& output, const Var& output_grad) const override;
-  /// Host-to-host copies work; host<->CUDA copies need the CUDA backend's memcpy, which is
-  /// not wired in yet: they throw DeviceError saying so.
+  /// Copies host<->device (cudaMemcpyAsync on the current stream, then waits) or
+  /// host->host; DeviceError carrying CUDA's reason without a usable GPU.
   void perform(const std::vector<Tensor>& inputs, Tensor& output, const ExecContext& ctx) const override;
   bool foldable() const override { return false; }
 

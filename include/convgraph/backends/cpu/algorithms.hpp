@@ -10,7 +10,8 @@
 
 namespace convgraph {
 
-/// "cpu.depthwise": grouped convolutions with C/G == 1 (any channel multiplier), any rank,
+/// "cpu.depthwise": grouped convolutions with C/G == 1 and groups > 1 (any channel
+/// multiplier), any rank,
 /// every direction, float32/float64, no workspace; declines anything else.
 /// Tags {"conv_direct", "fast_run", "fast_compile"}.
 std::shared_ptr<const ConvAlgorithm> make_cpu_depthwise_algorithm();

@@ -1,0 +1,188 @@
+// Tensor-level entry points of the CUDA DSL kernels (include/.../cuda/op_kernels.hpp):
+// checks, index plans, op-name -> kernel-code mapping, and cuBLAS for matmul.
+#include "convgraph/backends/cuda/op_kernels.hpp"
+
+#include <algorithm>
+#include <array>
+
+#include "backends/cuda/cuda_check.hpp"
+#include "backends/cuda/cuda_handles.hpp"
+#include "backends/cuda/op_launch.hpp"
+#include "convgraph/backends/cuda/strided_plan.hpp"
+
+namespace convgraph::gpu {
+
+namespace {
+
+launch::Elem elem(DType t) {
+  switch (t) {
+    case DType::float16: return launch::Elem::f16;
+    case DType::bfloat16: return launch::Elem::bf16;
+    case DType::float32: return launch::Elem::f32;
+    case DType::float64: return launch::Elem::f64;
+    case DType::int32: return launch::Elem::i32;
+    case DType::int64: return launch::Elem::i64;
+    case DType::boolean: return launch::Elem::b8;
+  }
+  throw TypeError("cuda kernels: unknown dtype");
+}
+
+/// Every operand must be a contiguous GPU tensor (the runtime guarantees it; a direct
+/// caller may not).
+void check_device(const char* op, std::initializer_list<const Tensor*> ts) {
+  cuda::require_gpu(op);
+  for (const Tensor* t : ts) {
+    if (t->device() != DeviceKind::cuda)
+      throw DeviceError(msg(op, ": operand of shape ", shape_to_string(t->shape()), " lives on ",
+                            device_name(t->device()), "; the CUDA kernel needs it on cuda"));
+    if (!t->is_contiguous()) throw ValueError(msg(op, ": operand of shape ", shape_to_string(t->shape()), " is not contiguous"));
+  }
+}
+
+template <std::size_t N>
+int code_of(const std::string& op, const std::array<const char*, N>& names, const char* family) {
+  for (std::size_t i = 0; i < N; ++i)
+    if (op == names[i]) return static_cast<int>(i);
+  throw ValueError(msg("cuda ", family, ": no kernel for op '", op, "'"));
+}
+
+constexpr std::array<const char*, 9> kUnaryNames = {"neg", "exp", "log", "sqrt", "abs", "sign", "relu", "sigmoid", "tanh"};
+constexpr std::array<const char*, 13> kBinaryNames = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
+                                                      "lt",  "le",  "gt",  "ge",  "eq",  "ne"};
+
+}  // namespace
+
+bool elementwise_dtype_supported(DType t) {
+  return t == DType::float32 || t == DType::float64 || t == DType::int32 || t == DType::int64 || t == DType::boolean;
+}
+
+void unary(const std::string& op, const Tensor& x, Tensor& out, void* stream) {
+  check_device("cuda unary", {&x, &out});
+  const auto code = static_cast<launch::UnaryCode>(code_of(op, kUnaryNames, "unary"));
+  launch::unary(code, elem(x.dtype()), x.raw(), out.raw(), x.numel(), cuda::as_stream(stream));
+}
+
+void binary(const std::string& op, const Tensor& a, const Tensor& b, Tensor& out, void* stream) {
+  check_device("cuda binary", {&a, &b, &out});
+  const auto code = static_cast<launch::BinaryCode>(code_of(op, kBinaryNames, "binary"));
+  const BroadcastPlan p = plan_broadcast({a.shape(), b.shape()}, out.shape());
+  launch::binary(code, elem(a.dtype()), a.raw(), b.raw(), out.raw(), p, cuda::as_stream(stream));
+}
+
+void where(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out, void* stream) {
+  check_device("cuda where", {&cond, &a, &b, &out});
+  const BroadcastPlan p = plan_broadcast({cond.shape(), a.shape(), b.shape()}, out.shape());
+  launch::where(elem(a.dtype()), cond.raw(), a.raw(), b.raw(), out.raw(), p, cuda::as_stream(stream));
+}
+
+void cast(const Tensor& x, Tensor& out, void* stream) {
+  check_device("cuda cast", {&x, &out});
+  launch::cast(elem(x.dtype()), x.raw(), elem(out.dtype()), out.raw(), x.numel(), cuda::as_stream(stream));
+}
+
+void fill(Tensor& out, double value, void* stream) {
+  check_device("cuda fill", {&out});
+  launch::fill(elem(out.dtype()), out.raw(), out.numel(), value, cuda::as_stream(stream));
+}
+
+void reduce(Reduce kind, const Tensor& x, const std::vector<int>& axes, Tensor& out, void* stream) {
+  check_device("cuda reduce", {&x, &out});
+  const ReducePlan p = plan_reduce(x.shape(), axes);
+  if ((kind == Reduce::max || kind == Reduce::min) && p.red_count == 0 && p.out_count > 0)
+    throw ValueError(msg(kind == Reduce::max ? "max" : "min", ": zero-size reduction of ", shape_to_string(x.shape()),
+                         " has no identity"));
+  launch::reduce(static_cast<launch::ReduceCode>(kind), elem(x.dtype()), x.raw(), out.raw(), p, cuda::as_stream(stream));
+}
+
+void broadcast_copy(const Tensor& x, Tensor& out, double scale, void* stream) {
+  check_device("cuda broadcast_copy", {&x, &out});
+  const BroadcastPlan p = plan_broadcast({x.shape()}, out.shape());
+  launch::broadcast_copy(elem(x.dtype()), x.raw(), out.raw(), p, scale, cuda::as_stream(stream));
+}
+
+void softmax(bool log, const Tensor& x, Tensor& out, void* stream) {
+  check_device("cuda softmax", {&x, &out});
+  const std::int64_t n = x.rank() ? x.shape().back() : 1;
+  launch::softmax(log, x.dtype() == DType::float64, x.raw(), out.raw(), n ? x.numel() / n : 0, n,
+                  cuda::as_stream(stream));
+}
+
+void softmax_grad(bool log, const Tensor& gy, const Tensor& y, Tensor& out, void* stream) {
+  check_device("cuda softmax_grad", {&gy, &y, &out});
+  const std::int64_t n = y.rank() ? y.shape().back() : 1;
+  launch::softmax_grad(log, y.dtype() == DType::float64, gy.raw(), y.raw(), out.raw(), n ? y.numel() / n : 0, n,
+                       cuda::as_stream(stream));
+}
+
+void take_class(const Tensor& p, const Tensor& idx, Tensor& out, void* stream) {
+  check_device("cuda take_class", {&p, &idx, &out});
+  launch::take_class(p.dtype() == DType::float64, idx.dtype() == DType::int64, p.raw(), idx.raw(), out.raw(),
+                     out.numel(), p.shape().back(), cuda::as_stream(stream));
+}
+
+void scatter_class(const Tensor& g, const Tensor& idx, Tensor& out, void* stream) {
+  check_device("cuda scatter_class", {&g, &idx, &out});
+  const cudaStream_t s = cuda::as_stream(stream);
+  launch::fill(elem(out.dtype()), out.raw(), out.numel(), 0.0, s);
+  launch::scatter_class(out.dtype() == DType::float64, idx.dtype() == DType::int64, g.raw(), idx.raw(), out.raw(),
+                        g.numel(), out.shape().back(), s);
+}
+
+// Row-major C (m x n) = A (m x k) * B (k x n) is column-major C^T = B^T * A^T: cuBLAS gets
+// B first, with the row-major leading dimensions as is, and no transposes.
+void matmul(const Tensor& a, const Tensor& b, Tensor& out, const Shape& batch, const Shape& a_batch,
+            const Shape& b_batch, std::int64_t m, std::int64_t k, std::int64_t n, void* stream) {
+  check_device("cuda matmul", {&a, &b, &out});
+  if (a.dtype() != DType::float32 && a.dtype() != DType::float64)
+    throw TypeError(msg("cuda matmul: cuBLAS path covers float32/float64, got ", dtype_name(a.dtype())));
+  const cudaStream_t s = cuda::as_stream(stream);
+  const std::int64_t nb = numel(batch);
+  if (nb == 0 || m == 0 || n == 0) return;
+  if (k == 0) {
+    launch::fill(elem(out.dtype()), out.raw(), out.numel(), 0.0, s);
+    return;
+  }
+  const bool dbl = a.dtype() == DType::float64;
+  const std::size_t es = dtype_size(a.dtype());
+  cublasHandle_t h = cuda::cublas_handle(s);
+  const int M = static_cast<int>(m), N = static_cast<int>(n), K = static_cast<int>(k);
+  auto gemm = [&](const char* pa, const char* pb, char* pc, long long sa, long long sb, long long count) {
+    if (dbl) {
+      const double one = 1, zero = 0;
+      CG_CUBLAS_CHECK(cublasDgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one,
+                                                reinterpret_cast<const double*>(pb), N, sb,
+                                                reinterpret_cast<const double*>(pa), K, sa, &zero,
+                                                reinterpret_cast<double*>(pc), N, m * n, static_cast<int>(count)));
+    } else {
+      const float one = 1, zero = 0;
+      CG_CUBLAS_CHECK(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one,
+                                                reinterpret_cast<const float*>(pb), N, sb,
+                                                reinterpret_cast<const float*>(pa), K, sa, &zero,
+                                                reinterpret_cast<float*>(pc), N, m * n, static_cast<int>(count)));
+    }
+  };
+  const char* pa = static_cast<const char*>(a.raw());
+  const char* pb = static_cast<const char*>(b.raw());
+  char* pc = static_cast<char*>(out.raw());
+  const std::int64_t na = numel(a_batch), nbb = numel(b_batch);
+  // One strided-batched call when each operand is either whole (not broadcast) or a
+  // single matrix repeated (stride 0); mixed broadcasts fall back to a call per matrix.
+  if ((na == nb || na == 1) && (nbb == nb || nbb == 1)) {
+    gemm(pa, pb, pc, na == 1 ? 0 : m * k, nbb == 1 ? 0 : k * n, nb);
+    return;
+  }
+  const Shape sa = contiguous_strides(a_batch), sb = contiguous_strides(b_batch);
+  for (std::int64_t i = 0; i < nb; ++i) {
+    std::int64_t rem = i, oa = 0, ob = 0;
+    for (std::size_t d = batch.size(); d-- > 0;) {
+      const std::int64_t idx = rem % batch[d];
+      rem /= batch[d];
+      if (a_batch[d] != 1) oa += idx * sa[d];
+      if (b_batch[d] != 1) ob += idx * sb[d];
+    }
+    gemm(pa + static_cast<std::size_t>(oa * m * k) * es, pb + static_cast<std::size_t>(ob * k * n) * es,
+         pc + static_cast<std::size_t>(i * m * n) * es, 0, 0, 1);
+  }
+}
+
+}  // namespace convgraph::gpu
