@@ -1,9 +1,7 @@
 // bench_depthwise: cpu.depthwise against cpu.corrmm and cpu.direct on the standard set's
 // depthwise layer (depthwise_3x3: N=8, C=K=256, groups=256, 28x28, 3x3, stride 1, pad 1),
 // float32, every direction, the algorithms interleaved in one process, medians in ms.
-// Not built by CMake and not a test; build by hand against the library, e.g.
-//   g++ -O3 -march=native -std=c++20 -I include -I . benchmarks/bench_depthwise.cpp \
-//       -L build-dw -lconvgraph -Wl,-rpath,$PWD/build-dw -o build-dw/bench_depthwise
+// Built as bench_depthwise by benchmarks/CMakeLists.txt; not a test.
 // Usage: bench_depthwise [threads=2] [repeats=30] [only: time cpu.depthwise alone]
 #include <algorithm>
 #include <chrono>

@@ -137,21 +137,26 @@ void run_sgemm(const GemmArgs& g, ThreadPool* pool) {
 
   // Column tiles: at most kNC wide. With several threads aim at about 4 tasks per thread
   // (so a slow core takes fewer), but keep tiles at least kMinTile slivers wide: each
-  // A sliver is packed once per tile and should serve several kernel calls. When that
-  // leaves too few tiles (few columns: 7x7 and 14x14 conv layers), split the rows too.
+  // A sliver is packed once per tile and should serve several kernel calls. Tiles are
+  // of equal width, and their count a multiple of the thread count when it is small.
+  // When that leaves fewer than two tiles per thread (few columns: 7x7 and 14x14 conv
+  // layers), the rows are split too; op(B) is then packed once up front when it is a
+  // single tile, else per task.
   constexpr std::int64_t kMinTile = 8;
   const std::int64_t max_tile = std::max<std::int64_t>(1, Isa::kNC / NR);
-  std::int64_t tile_ns = std::min(nsl, max_tile);
+  std::int64_t ntiles = ceil_div(nsl, max_tile);
   std::int64_t mtiles = 1;
   if (threads > 1) {
-    tile_ns = std::min(nsl, std::clamp<std::int64_t>(ceil_div(nsl, 4 * threads), kMinTile, max_tile));
-    const std::int64_t nt = ceil_div(nsl, tile_ns);
-    if (nt < 3 * threads) mtiles = std::min(msl, ceil_div(4 * threads, nt));
+    const std::int64_t want = std::min(max_tile, std::max(kMinTile, ceil_div(nsl, 4 * threads)));
+    ntiles = ceil_div(nsl, want);
+    if (ntiles > 1 && ntiles < 4 * threads) ntiles = std::min(nsl, ceil_div(ntiles, threads) * threads);
+    if (ntiles < 2 * threads) mtiles = std::min(msl, ceil_div(4 * threads, ntiles));
   }
-  const std::int64_t ntiles = ceil_div(nsl, tile_ns);
+  const std::int64_t tile_ns = ceil_div(nsl, ntiles);
+  ntiles = ceil_div(nsl, tile_ns);
   const std::int64_t tile_ms = ceil_div(msl, mtiles);
   mtiles = ceil_div(msl, tile_ms);
-  const bool shared_b = mtiles > 1;
+  const bool shared_b = mtiles > 1 && ntiles == 1;
 
   auto run = [&](std::int64_t n, auto&& fn) {
     if (threads > 1 && n > 1)
