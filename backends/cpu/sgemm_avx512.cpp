@@ -212,7 +212,7 @@ CG_AVX512 void pack_a_panel_avx512(const GemmArgs& g, std::int64_t i0, std::int6
     const float* src = g.A + (p0 + k) * g.lda + i0;
     float* d = dst + k * kMR;
     for (std::int64_t q = 0; q < full; ++q)
-      _mm512_mask_storeu_ps(d + q * kSliver, 0x3FFF, _mm512_loadu_ps(src + q * kMR));
+      _mm512_mask_storeu_ps(d + q * kSliver, 0x3FFF, _mm512_maskz_loadu_ps(0x3FFF, src + q * kMR));
     if (rest)
       _mm512_mask_storeu_ps(d + full * kSliver, rmask, _mm512_maskz_loadu_ps(rmask, src + full * kMR));
   }
