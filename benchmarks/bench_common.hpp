@@ -117,14 +117,18 @@ void fill_random(Buffer& b, std::uint64_t seed);  ///< uniform in [-1, 1)
 struct Workload {
   Layer layer;
   ConvProblem problem;
-  Buffer x, w, y;
-  ConvTensors tensors() const { return {x.data, w.data, y.data}; }
+  Buffer x, w, y;                                ///< host copies (the check reads these)
+  DeviceKind device = DeviceKind::cpu;           ///< where the algorithms run
+  std::shared_ptr<Storage> on_device[3];         ///< x, w, y mirrors when device != cpu
+  /// The operands as the algorithm sees them (device pointers on a GPU).
+  ConvTensors tensors() const;
   float* output() const;       ///< the operand the direction writes
   std::size_t output_size() const;
 };
 /// Builds the fp32 problem (workspace limit from `mode`); throws UsageError naming the
 /// layer when the geometry is invalid.
 ConvProblem make_problem(const Layer& layer, ConvDirection d, const Mode& mode);
+/// Random operands on the host, mirrored on mode.device (the GPU) when that is not the CPU.
 Workload make_workload(const Layer& layer, ConvDirection d, const Mode& mode, std::uint64_t seed);
 
 /// One algorithm of the device as the bench sees it.
@@ -167,7 +171,8 @@ struct Timing {
   bool early_stopped = false;  ///< only the warm-up was timed (much slower than the best)
 };
 /// Warm-up + `repeats` timed runs of `algo` on `wl` (its output is first filled with NaN so
-/// a stale result cannot pass the check). With early_stop > 0 and a best time known, a
+/// a stale result cannot pass the check). On a GPU each run is synchronised, and the
+/// output is copied back to the host copy afterwards for check_output(). With early_stop > 0 and a best time known, a
 /// warm-up slower than early_stop * best ends the timing. Rethrows what run() throws.
 Timing time_algorithm(const Workload& wl, const ConvAlgorithm& algo, std::size_t workspace,
                       ThreadPool* pool, int repeats, double early_stop = 0, double best = 0);

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "benchmarks/bench_common.hpp"
+#include "optimizer/device_buffers.hpp"
 #include "convgraph/backends/cpu/reference.hpp"
 #include "convgraph/core/error.hpp"
 #include "convgraph/ops/abstract_conv.hpp"
@@ -77,6 +78,27 @@ ConvProblem make_problem(const Layer& layer, ConvDirection d, const Mode& mode) 
   }
 }
 
+namespace {
+// A Tensor viewing a host buffer without owning it.
+Tensor host_view(const Buffer& b) {
+  auto st = std::make_shared<Storage>();
+  st->data = b.data;
+  st->bytes = b.size * sizeof(float);
+  st->device = DeviceKind::cpu;  // no deleter: the Buffer owns the memory
+  return Tensor(st, DType::float32, {static_cast<std::int64_t>(b.size)});
+}
+
+// The output operand's storage on the workload's device.
+std::shared_ptr<Storage> device_output(const Workload& wl) {
+  switch (wl.problem.direction) {
+    case ConvDirection::forward: return wl.on_device[2];
+    case ConvDirection::grad_inputs: return wl.on_device[0];
+    case ConvDirection::grad_weights: return wl.on_device[1];
+  }
+  return nullptr;
+}
+}  // namespace
+
 Workload make_workload(const Layer& layer, ConvDirection d, const Mode& mode, std::uint64_t seed) {
   Workload wl;
   wl.layer = layer;
@@ -89,7 +111,21 @@ Workload make_workload(const Layer& layer, ConvDirection d, const Mode& mode, st
   fill_random(wl.x, seed);
   fill_random(wl.w, seed + 1);
   fill_random(wl.y, seed + 2);
+  wl.device = mode.device;
+  if (wl.device != DeviceKind::cpu) {
+    const Buffer* host[3] = {&wl.x, &wl.w, &wl.y};
+    for (int i = 0; i < 3; ++i) {
+      wl.on_device[i] = allocate_on(wl.device, host[i]->size * sizeof(float));
+      Tensor dst(wl.on_device[i], DType::float32, {static_cast<std::int64_t>(host[i]->size)});
+      copy_into(host_view(*host[i]), dst);
+    }
+  }
   return wl;
+}
+
+ConvTensors Workload::tensors() const {
+  if (device == DeviceKind::cpu) return {x.data, w.data, y.data};
+  return {on_device[0]->data, on_device[1]->data, on_device[2]->data};
 }
 
 std::vector<Candidate> list_candidates(const Layer& layer, const ConvProblem& p, const Mode& mode,
@@ -99,14 +135,14 @@ std::vector<Candidate> list_candidates(const Layer& layer, const ConvProblem& p,
   if (p.direction == ConvDirection::grad_weights) target = p.w_shape();
   const AbstractConvOp op(p.direction, layer.params(), target);
   const AlgorithmRegistry& reg = mode_registry(mode);
-  const ConvCandidates meta = meta_candidates(op, p, DeviceKind::cpu, mode, reg);
+  const ConvCandidates meta = meta_candidates(op, p, mode.device, mode, reg);
   ConvCandidates wide = meta;
   if (all_algorithms) {
     // Every non-reference algorithm counts once more: Theano's "alternative" pseudo-tag.
     Mode m = mode;
     m.metaopt_include.push_back("alternative");
     m.metaopt_exclude.push_back("conv_reference");
-    wide = meta_candidates(op, p, DeviceKind::cpu, m, reg);
+    wide = meta_candidates(op, p, mode.device, m, reg);
   }
   std::vector<Candidate> out;
   for (std::size_t i = 0; i < wide.verdicts.size(); ++i) {
@@ -241,26 +277,43 @@ CheckResult check_output(const Workload& wl, const ErrorCheck& check) {
 
 Timing time_algorithm(const Workload& wl, const ConvAlgorithm& algo, std::size_t workspace, ThreadPool* pool,
                       int repeats, double early_stop, double best) {
-  Buffer ws = alloc_buffer((workspace + sizeof(float) - 1) / sizeof(float));
+  const bool gpu = wl.device != DeviceKind::cpu;
+  Buffer ws = alloc_buffer(gpu ? 0 : (workspace + sizeof(float) - 1) / sizeof(float));
+  std::shared_ptr<Storage> dws = gpu && workspace > 0 ? allocate_on(wl.device, workspace) : nullptr;
   std::fill_n(wl.output(), wl.output_size(), std::numeric_limits<float>::quiet_NaN());
-  const ConvContext ctx{pool, ws.data, workspace, nullptr};
+  std::shared_ptr<Storage> dout = gpu ? device_output(wl) : nullptr;
+  Buffer out_view{nullptr, wl.output(), wl.output_size()};
+  if (gpu) {
+    Tensor d(dout, DType::float32, {static_cast<std::int64_t>(wl.output_size())});
+    copy_into(host_view(out_view), d);
+  }
+  const ConvContext ctx{pool, gpu ? (dws ? dws->data : nullptr) : ws.data, workspace, nullptr};
   const ConvTensors t = wl.tensors();
-  double t0 = now_seconds();
-  algo.run(wl.problem, t, ctx);  // warm-up: caches, page faults, lazy plans
-  const double warm = now_seconds() - t0;
+  // One timed run; a GPU run is synchronised so the clock sees the kernel, not the launch.
+  auto run_once = [&] {
+    const double s0 = now_seconds();
+    algo.run(wl.problem, t, ctx);
+    if (gpu) synchronize(wl.device);
+    return now_seconds() - s0;
+  };
+  // Brings the GPU result back into the host copy that check_output() reads.
+  auto fetch = [&] {
+    if (!gpu) return;
+    Tensor h = host_view(out_view);
+    copy_into(Tensor(dout, DType::float32, {static_cast<std::int64_t>(wl.output_size())}), h);
+  };
+  const double warm = run_once();  // warm-up: caches, page faults, lazy plans
   Timing out;
   if (early_stop > 0 && best > 0 && warm > early_stop * best) {
     out.stats = summarize({warm});
     out.early_stopped = true;
+    fetch();
     return out;
   }
   std::vector<double> times;
-  for (int r = 0; r < repeats; ++r) {
-    t0 = now_seconds();
-    algo.run(wl.problem, t, ctx);
-    times.push_back(now_seconds() - t0);
-  }
+  for (int r = 0; r < repeats; ++r) times.push_back(run_once());
   out.stats = summarize(std::move(times));
+  fetch();
   return out;
 }
 

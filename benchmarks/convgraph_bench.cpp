@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "benchmarks/bench_common.hpp"
+#include "convgraph/backends/cuda.hpp"
 #include "convgraph/core/error.hpp"
 #include "convgraph/runtime/thread_pool.hpp"
 
@@ -276,7 +277,8 @@ int run(int argc, char** argv) {
   } catch (const Error& e) {
     throw UsageError(msg("--flags: ", e.what()));
   }
-  if (mode.device != DeviceKind::cpu) throw UsageError("--flags: convgraph-bench times CPU algorithms only (device=cpu)");
+  if (mode.device != DeviceKind::cpu && !cuda_info().available)
+    throw UsageError(msg("--flags: device=", device_name(mode.device), " needs a GPU: ", cuda_info().reason));
   for (const Layer& l : layers)  // every problem is valid before any work starts
     for (ConvDirection d : o.directions) (void)make_problem(l, d, mode);
   if (!o.json.empty()) write_text_file(o.json, "");  // fail now, not after the whole run
