@@ -20,8 +20,8 @@
 /// depend on the thread count.
 ///
 /// Loop order, chosen so the kernel streams as little as possible from far away:
-///   tasks = column tiles of C (times row tiles when C has few columns, in which case
-///   op(B) is packed once up front instead of per task); in a task, per depth block,
+///   tasks = column tiles of C (times row tiles when C has few columns; op(B) is then
+///   packed once up front if it is a single tile); in a task, per depth block,
 ///   the tile's B block is packed (it stays in L2), then each A sliver is packed right
 ///   before use into a small buffer (it stays in L1) and the kernel runs over the tile's
 ///   B slivers. transA packs kAPanel slivers at once: its rows of A are the depth
@@ -165,8 +165,8 @@ void run_sgemm(const GemmArgs& g, ThreadPool* pool) {
       fn(0, n);
   };
 
-  // op(B) packed once up front when several row tiles would otherwise each pack it:
-  // depth block p at p*kcb*Np, its sliver j at j*kc*NR within.
+  // op(B) packed once up front when several row tiles would otherwise each pack the
+  // same single column tile: depth block p at p*kcb*Np, its sliver j at j*kc*NR within.
   float* bpk = nullptr;
   if (shared_b) {
     bpk = scratch(2, kcb * nkb * Np);
