@@ -4,6 +4,8 @@
 #include <sstream>
 #include <unordered_set>
 
+#include "core/escape.hpp"
+
 namespace convgraph {
 
 namespace {
@@ -37,15 +39,6 @@ void print_tree(const Var& v, int depth, std::unordered_set<const Node*>& seen, 
   for (const auto& in : v.inputs()) print_tree(in, depth + 1, seen, os);
 }
 
-std::string dot_escape(const std::string& s) {
-  std::string r;
-  for (char c : s) {
-    if (c == '"' || c == '\\') r += '\\';
-    r += c;
-  }
-  return r;
-}
-
 }  // namespace
 
 std::string debugprint(const std::vector<Var>& outputs) {
@@ -74,7 +67,7 @@ std::string to_dot(const std::vector<Var>& outputs) {
     label += "\\n" + v.type().to_string();
     if (v.op() && !v.op()->implementation().empty()) label += "\\n[" + v.op()->implementation() + "]";
     os << "  n" << v.node()->id << " [shape=" << shape << ", style=filled, fillcolor=" << color << ", label=\""
-       << dot_escape(label) << "\"];\n";
+       << detail::escape_quotes(label) << "\"];\n";
     for (std::size_t i = 0; i < v.inputs().size(); ++i)
       os << "  n" << v.inputs()[i].node()->id << " -> n" << v.node()->id << " [label=\"" << i << "\"];\n";
   }

@@ -1,5 +1,7 @@
 #include "convgraph/core/tensor.hpp"
 
+#include "core/dtype_dispatch.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -117,19 +119,6 @@ std::uint16_t float_to_bf16(float f) {
   return static_cast<std::uint16_t>(x >> 16);
 }
 
-template <class F>
-decltype(auto) dispatch(DType t, F&& f) {
-  switch (t) {
-    case DType::float32: return f(float{});
-    case DType::float64: return f(double{});
-    case DType::int32: return f(std::int32_t{});
-    case DType::int64: return f(std::int64_t{});
-    case DType::boolean: return f(bool{});
-    default: break;
-  }
-  throw TypeError(msg("Tensor: element access is not supported for dtype ", dtype_name(t),
-                      " on the host; cast to float32 first"));
-}
 }  // namespace
 
 Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
@@ -222,7 +211,7 @@ double Tensor::get(std::int64_t i) const {
   const auto* p16 = static_cast<const std::uint16_t*>(raw());
   if (dtype_ == DType::float16) return half_to_float(p16[off]);
   if (dtype_ == DType::bfloat16) return bf16_to_float(p16[off]);
-  return dispatch(dtype_, [&](auto z) { return static_cast<double>(static_cast<decltype(z)*>(raw())[off]); });
+  return detail::dispatch_dtype(dtype_, "Tensor::get", [&](auto z) { return static_cast<double>(static_cast<decltype(z)*>(raw())[off]); });
 }
 
 void Tensor::set(std::int64_t i, double v) {
@@ -231,7 +220,7 @@ void Tensor::set(std::int64_t i, double v) {
   auto* p16 = static_cast<std::uint16_t*>(raw());
   if (dtype_ == DType::float16) { p16[off] = float_to_half(static_cast<float>(v)); return; }
   if (dtype_ == DType::bfloat16) { p16[off] = float_to_bf16(static_cast<float>(v)); return; }
-  dispatch(dtype_, [&](auto z) {
+  detail::dispatch_dtype(dtype_, "Tensor::set", [&](auto z) {
     static_cast<decltype(z)*>(raw())[off] = static_cast<decltype(z)>(v);
     return 0;
   });

@@ -3,24 +3,11 @@
 #include <cstdint>
 
 #include "convgraph/core/error.hpp"
+#include "core/dtype_dispatch.hpp"
 #include "convgraph/core/graph.hpp"
 #include "convgraph/runtime/thread_pool.hpp"
 
 namespace convgraph::detail {
-
-/// Calls f(T{}) with T the C++ type of `t` (float, double, int32, int64, bool).
-template <class F>
-decltype(auto) dispatch_dtype(DType t, const char* op, F&& f) {
-  switch (t) {
-    case DType::float32: return f(float{});
-    case DType::float64: return f(double{});
-    case DType::int32: return f(std::int32_t{});
-    case DType::int64: return f(std::int64_t{});
-    case DType::boolean: return f(bool{});
-    default: break;
-  }
-  throw TypeError(msg(op, ": no CPU kernel for dtype ", dtype_name(t)));
-}
 
 /// Runs fn(begin, end) over [0, n), in parallel when the work is large enough.
 template <class F>

@@ -11,6 +11,7 @@
 #include "convgraph/core/print.hpp"
 #include "convgraph/optimizer/optimize.hpp"
 #include "convgraph/runtime/thread_pool.hpp"
+#include "core/escape.hpp"
 #include "optimizer/device_buffers.hpp"
 #include "runtime/memory_planner.hpp"
 
@@ -24,15 +25,6 @@ std::string node_label(const Var& v) {
   std::string s = "#" + std::to_string(v.node()->id) + " " + (v.op() ? v.op()->name() : v.is_constant() ? "constant" : "input");
   if (!v.name().empty()) s += " '" + v.name() + "'";
   return s;
-}
-
-std::string json_escape(const std::string& s) {
-  std::string r;
-  for (char c : s) {
-    if (c == '"' || c == '\\') r += '\\';
-    r += c;
-  }
-  return r;
 }
 
 std::string arg_label(std::size_t i, const Var& in) {
@@ -223,7 +215,7 @@ struct Function::Impl {
         const double start_us = std::chrono::duration<double, std::micro>(t0 - t_call).count();
         trace << (step ? ",\n" : "") << "{\"name\":\"" << np.op << "\",\"cat\":\"" << (np.implementation.empty() ? "op" : np.implementation)
               << "\",\"ph\":\"X\",\"ts\":" << start_us << ",\"dur\":" << dt * 1e6
-              << ",\"pid\":1,\"tid\":1,\"args\":{\"node\":\"" << json_escape(np.node) << "\"}}";
+              << ",\"pid\":1,\"tid\":1,\"args\":{\"node\":\"" << detail::escape_quotes(np.node) << "\"}}";
         np.output_bytes = values[i].nbytes();
         std::vector<TensorType> tys;
         for (const auto& in : v.inputs()) tys.push_back(p.types[static_cast<std::size_t>(slot.at(in.node()))]);
@@ -272,17 +264,7 @@ Function compile(const std::vector<Var>& inputs, const std::vector<Var>& outputs
   const auto t0 = Clock::now();
   auto impl = std::make_shared<Function::Impl>(FunctionGraph(inputs, outputs));
   impl->mode = mode;
-  optimize(impl->graph, mode, impl->stats);
-  for (const auto& v : impl->graph.toposort())
-    if (v.op() && v.op()->is_abstract())
-      throw CompileError(msg("compile: node ", node_label(v), " (", v.op()->label(),
-                             ") was not lowered to an implementation; tags that can lower it: ",
-                             [&] {
-                               std::string t;
-                               for (const auto& tag : v.op()->tags()) t += (t.empty() ? "" : ", ") + tag;
-                               return t.empty() ? std::string("none") : t;
-                             }(),
-                             " (optimizer=", mode.optimizer, ")"));
+  optimize(impl->graph, mode, impl->stats);  // throws when an abstract node is left unlowered
   if (mode.threads > 0) {
     impl->own_pool = std::make_unique<ThreadPool>(mode.threads);
     impl->pool = impl->own_pool.get();

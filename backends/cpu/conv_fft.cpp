@@ -128,11 +128,14 @@ struct Planes {
   i64 operator()(i64 pl) const { return (pl / per) * stride + pl % per; }
 };
 
-/// Scatters `planes` real planes (sizes `sz`, plane `pv(pl)` of `src`) into the zeroed
-/// spectral arrays (B signals). The real last axis is packed as even -> re, odd -> im.
-template <class S, class T>
-void load(ThreadPool* pool, const S* src, Planes pv, i64 planes, const std::array<i64, 3>& sz,
-          const std::array<Map1, 3>& m, Lanes lanes, const Geometry& g, T* re, T* im, i64 B) {
+/// Walks every position of the mapped region for `planes` planes (sizes `sz`, plane
+/// `pv(pl)`), 16 planes at a time so that the spectral accesses of one position share
+/// cache lines, and calls visit(np, lane, off, si, at, odd): planes k < np sit at real
+/// offset off[k] + si and spectral lane lane[k] of row `at` of the re (even position)
+/// or im (odd position) array. The real last axis is packed as even -> re, odd -> im.
+template <class Visit>
+void for_each_mapped(ThreadPool* pool, Planes pv, i64 planes, const std::array<i64, 3>& sz,
+                     const std::array<Map1, 3>& m, Lanes lanes, const Geometry& g, i64 B, Visit visit) {
   const i64 plane = sz[0] * sz[1] * sz[2];
   const i64 rows = m[0].count * m[1].count;
   auto body = [&](i64 r0, i64 r1) {
@@ -140,15 +143,13 @@ void load(ThreadPool* pool, const S* src, Planes pv, i64 planes, const std::arra
       const i64 i0 = r / m[1].count, i1 = r % m[1].count;
       const i64 s_row = ((m[0].s0 + i0 * m[0].ss) * sz[1] + (m[1].s0 + i1 * m[1].ss)) * sz[2];
       const i64 d_row = ((m[0].d0 + i0 * m[0].ds) * g.sd[1] + (m[1].d0 + i1 * m[1].ds)) * g.sd[2];
-      // 16 planes at a time: the writes of one position then share cache lines.
       for (i64 p0 = 0; p0 < planes; p0 += 16) {
         const i64 np = std::min<i64>(16, planes - p0);
         i64 lane[16], off[16];
         for (i64 k = 0; k < np; ++k) lane[k] = lanes(p0 + k), off[k] = pv(p0 + k) * plane + s_row;
         for (i64 i2 = 0; i2 < m[2].count; ++i2) {
           const i64 d = m[2].d0 + i2 * m[2].ds, si = m[2].s0 + i2 * m[2].ss;
-          T* dst = ((d & 1) ? im : re) + (d_row + (d >> 1)) * B;
-          for (i64 k = 0; k < np; ++k) dst[lane[k]] = static_cast<T>(src[off[k] + si]);
+          visit(np, lane, off, si, (d_row + (d >> 1)) * B, (d & 1) != 0);
         }
       }
     }
@@ -157,36 +158,31 @@ void load(ThreadPool* pool, const S* src, Planes pv, i64 planes, const std::arra
   else body(0, rows);
 }
 
+/// Scatters real planes of `src` into the zeroed spectral arrays (B signals).
+template <class S, class T>
+void load(ThreadPool* pool, const S* src, Planes pv, i64 planes, const std::array<i64, 3>& sz,
+          const std::array<Map1, 3>& m, Lanes lanes, const Geometry& g, T* re, T* im, i64 B) {
+  for_each_mapped(pool, pv, planes, sz, m, lanes, g, B,
+                  [&](i64 np, const i64* lane, const i64* off, i64 si, i64 at, bool odd) {
+                    T* dst = (odd ? im : re) + at;
+                    for (i64 k = 0; k < np; ++k) dst[lane[k]] = static_cast<T>(src[off[k] + si]);
+                  });
+}
+
 /// The reverse of load: gathers real values (times `scale`) into planes of `dst`, or adds
 /// them to what is there (`add`).
 template <class S, class T>
 void store(ThreadPool* pool, S* dst, Planes pv, i64 planes, const std::array<i64, 3>& sz,
            const std::array<Map1, 3>& m, Lanes lanes, const Geometry& g, const T* re, const T* im, i64 B,
            T scale, bool add) {
-  const i64 plane = sz[0] * sz[1] * sz[2];
-  const i64 rows = m[0].count * m[1].count;
-  auto body = [&](i64 r0, i64 r1) {
-    for (i64 r = r0; r < r1; ++r) {
-      const i64 i0 = r / m[1].count, i1 = r % m[1].count;
-      const i64 s_row = ((m[0].s0 + i0 * m[0].ss) * sz[1] + (m[1].s0 + i1 * m[1].ss)) * sz[2];
-      const i64 d_row = ((m[0].d0 + i0 * m[0].ds) * g.sd[1] + (m[1].d0 + i1 * m[1].ds)) * g.sd[2];
-      for (i64 p0 = 0; p0 < planes; p0 += 16) {
-        const i64 np = std::min<i64>(16, planes - p0);
-        i64 lane[16], off[16];
-        for (i64 k = 0; k < np; ++k) lane[k] = lanes(p0 + k), off[k] = pv(p0 + k) * plane + s_row;
-        for (i64 i2 = 0; i2 < m[2].count; ++i2) {
-          const i64 d = m[2].d0 + i2 * m[2].ds, si = m[2].s0 + i2 * m[2].ss;
-          const T* src = ((d & 1) ? im : re) + (d_row + (d >> 1)) * B;
-          if (add)
-            for (i64 k = 0; k < np; ++k) dst[off[k] + si] += static_cast<S>(src[lane[k]] * scale);
-          else
-            for (i64 k = 0; k < np; ++k) dst[off[k] + si] = static_cast<S>(src[lane[k]] * scale);
-        }
-      }
-    }
-  };
-  if (pool) pool->parallel_for(rows, body, 1);
-  else body(0, rows);
+  for_each_mapped(pool, pv, planes, sz, m, lanes, g, B,
+                  [&](i64 np, const i64* lane, const i64* off, i64 si, i64 at, bool odd) {
+                    const T* src = (odd ? im : re) + at;
+                    if (add)
+                      for (i64 k = 0; k < np; ++k) dst[off[k] + si] += static_cast<S>(src[lane[k]] * scale);
+                    else
+                      for (i64 k = 0; k < np; ++k) dst[off[k] + si] = static_cast<S>(src[lane[k]] * scale);
+                  });
 }
 
 // ---------------------------------------------------------------------------------------
