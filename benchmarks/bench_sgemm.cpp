@@ -1,7 +1,7 @@
 // bench_sgemm: convgraph's sgemm against Eigen (and oneDNN's dnnl_sgemm when built with
 // it) on the GEMM shapes that im2col turns the standard conv layers into.
 //
-//   bench_sgemm [--threads=1,2] [--samples=N] [--filter=substring] [--isa=avx512|avx2|scalar]
+//   bench_sgemm [--threads=1,2] [--samples=N] [--filter=substring] [--isa=avx512|avx2|baseline]
 //               [--wall]
 //
 // Prints an FMA peak check first (these hosts sometimes run one vCPU at half speed: rerun
@@ -46,6 +46,12 @@ namespace {
 
 using convgraph::ThreadPool;
 namespace cpu = convgraph::cpu;
+using convgraph::CpuIsa;
+using convgraph::active_cpu_isa;
+using convgraph::cpu_isa_name;
+using convgraph::cpu_isa_supported;
+using convgraph::detected_cpu_isa;
+using convgraph::parse_cpu_isa;
 using Clock = std::chrono::steady_clock;
 
 struct Shape {
@@ -176,7 +182,7 @@ int main(int argc, char** argv) {
   std::vector<int> thread_counts = {1, 2};
   int samples = 7;
   std::string filter;
-  cpu::SgemmIsa isa = cpu::sgemm_best_isa();
+  CpuIsa isa = active_cpu_isa();
   bool wall = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -195,9 +201,15 @@ int main(int argc, char** argv) {
       wall = true;
     } else if (arg.rfind("--isa=", 0) == 0) {
       const std::string v = arg.substr(6);
-      isa = v == "scalar" ? cpu::SgemmIsa::scalar : v == "avx2" ? cpu::SgemmIsa::avx2 : cpu::SgemmIsa::avx512;
+      const auto parsed = parse_cpu_isa(v);
+      if (!parsed || !cpu_isa_supported(*parsed)) {
+        std::fprintf(stderr, "--isa=%s: not a level this CPU runs (baseline, avx2, avx512; best %s)\n",
+                     v.c_str(), cpu_isa_name(detected_cpu_isa()));
+        return 2;
+      }
+      isa = *parsed;
     } else {
-      std::fprintf(stderr, "usage: %s [--threads=1,2] [--samples=N] [--filter=s] [--isa=avx512|avx2|scalar] [--wall]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--threads=1,2] [--samples=N] [--filter=s] [--isa=avx512|avx2|baseline] [--wall]\n", argv[0]);
       return 2;
     }
   }
@@ -210,7 +222,7 @@ int main(int argc, char** argv) {
                 has_avx512 ? fma_peak(t, fma_loop_avx512) : 0.0);
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
   std::printf("convgraph sgemm kernels: %s; OMP_WAIT_POLICY=%s; 1-thread rows in %s time\n\n",
-              cpu::sgemm_isa_name(isa), wait_policy ? wait_policy : "(unset)",
+              cpu_isa_name(isa), wait_policy ? wait_policy : "(unset)",
               wall ? "wall" : "thread CPU");
   std::printf("%-24s %5s %5s %5s %2s | %9s %9s %9s | %s\n", "shape", "M", "N", "K", "T",
               "convgraph", "Eigen", "oneDNN", "GFLOP/s medians; ratios cg/Eigen cg/oneDNN");

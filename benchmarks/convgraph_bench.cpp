@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "benchmarks/bench_common.hpp"
+#include "convgraph/backends/cpu/cpu_isa.hpp"
 #include "convgraph/backends/cuda.hpp"
 #include "convgraph/core/error.hpp"
 #include "convgraph/runtime/thread_pool.hpp"
@@ -291,7 +292,9 @@ int run(int argc, char** argv) {
             << " directions, fp32, threads=" << pool.size() << ", repeats=" << o.repeats
             << " (median after 1 warm-up), flags=\"" << o.flags << "\""
             << (all_algos ? ", all algorithms timed (* = fastest meta candidate)" : "")
-            << fmt(", load average %.2f", load_average()) << "\n";
+            << fmt(", load average %.2f", load_average()) << "\n"
+            << "cpu kernels: " << cpu_isa_name(active_cpu_isa()) << " (this CPU supports "
+            << cpu_isa_name(detected_cpu_isa()) << "; CONVGRAPH_CPU_ISA lowers it)\n";
   Report rep;
   const double t_start = now_seconds();
   for (const Layer& l : layers)

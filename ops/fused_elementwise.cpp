@@ -3,7 +3,8 @@
 // every instruction over the whole block, so each instruction is a tight loop the
 // compiler vectorises and the intermediates stay in cache instead of making a round trip
 // through memory per op. The scalar formulas are the ones of ops/elementwise.cpp, applied
-// in the same order, so fused results equal unfused ones bit for bit.
+// in the same order, so fused results equal unfused ones bit for bit (a NaN only as a
+// class: the sign and payload of a NaN made by arithmetic are unspecified).
 #include "ops/fused_elementwise.hpp"
 
 #include <cmath>

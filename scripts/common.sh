@@ -5,7 +5,7 @@ BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 JOBS="${JOBS:-$(nproc)}"
 
 # Debian packages the build and tests need; only the missing ones are installed.
-PACKAGES=(g++ cmake ninja-build libeigen3-dev catch2 libbenchmark-dev)
+PACKAGES=(g++ cmake ninja-build pkg-config libeigen3-dev catch2 libbenchmark-dev qemu-user)
 
 install_missing() {
   local missing=()
@@ -27,5 +27,8 @@ configure_and_build() {
     cmake -S "$ROOT" -B "$BUILD_DIR" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
       -DCONVGRAPH_WITH_CUDA="${CONVGRAPH_WITH_CUDA:-AUTO}" "$@"
   fi
-  cmake --build "$BUILD_DIR" --parallel "$JOBS"
+  # BUILD_TARGETS (space-separated) builds only those targets.
+  local targets=()
+  for t in ${BUILD_TARGETS:-}; do targets+=(--target "$t"); done
+  cmake --build "$BUILD_DIR" --parallel "$JOBS" "${targets[@]}"
 }

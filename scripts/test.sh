@@ -1,8 +1,53 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds (incrementally), and runs every test with ctest.
+# Installs what is missing, builds (incrementally) and runs the tests with ctest.
+#
+#   scripts/test.sh [MODE] [ctest arguments...]
+#     (no mode)   the normal build in build/ (BUILD_DIR overrides), every test
+#     --sanitize  AddressSanitizer + UndefinedBehaviorSanitizer build in build-asan/, every test
+#     --tsan      ThreadSanitizer build in build-tsan/: the thread pool, runtime, optimizer,
+#                 meta-optimizer and tuning-cache tests
+#     --ci        what CI runs: the normal suite, then the --sanitize suite, then the
+#                 --tsan suite and a 10-second fuzzing smoke run (scripts/fuzz.sh)
 # GPU tests skip themselves where no GPU is present.
-source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+mode=normal
+case "${1:-}" in
+  --sanitize) mode=asan; shift ;;
+  --tsan) mode=tsan; shift ;;
+  --ci) mode=ci; shift ;;
+esac
+
+if [ "$mode" = ci ]; then
+  start=$(date +%s)
+  "$here/test.sh" "$@"
+  "$here/test.sh" --sanitize "$@"
+  "$here/test.sh" --tsan
+  "$here/fuzz.sh" 10
+  echo "== CI: every suite passed in $(( $(date +%s) - start )) s"
+  exit 0
+fi
+
+source "$here/common.sh"
 install_missing
-configure_and_build
-cd "$BUILD_DIR"
-ctest --output-on-failure -j"$JOBS" "$@"
+case "$mode" in
+  normal)
+    configure_and_build
+    cd "$BUILD_DIR"
+    ctest --output-on-failure -j"$JOBS" "$@" ;;
+  asan)
+    # CUDA off: the CUDA runtime and ASan do not mix without a GPU's driver settings; the
+    # GPU-free CUDA tests are built in every configuration anyway.
+    BUILD_DIR="${SANITIZE_BUILD_DIR:-$ROOT/build-asan}" CONVGRAPH_WITH_CUDA=OFF \
+      configure_and_build -DCONVGRAPH_SANITIZE=ON -DCONVGRAPH_BUILD_EXAMPLES=OFF
+    cd "${SANITIZE_BUILD_DIR:-$ROOT/build-asan}"
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+      ctest --output-on-failure -j"$JOBS" -LE bench "$@" ;;
+  tsan)
+    tsan_dir="${TSAN_BUILD_DIR:-$ROOT/build-tsan}"
+    BUILD_DIR="$tsan_dir" CONVGRAPH_WITH_CUDA=OFF BUILD_TARGETS="convgraph_test_runtime convgraph_test_optimizer" \
+      configure_and_build -DCONVGRAPH_TSAN=ON -DCONVGRAPH_BUILD_EXAMPLES=OFF -DCONVGRAPH_BUILD_BENCHMARKS=OFF
+    cd "$tsan_dir"
+    TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+      ctest --output-on-failure -j"$JOBS" -R "^(runtime|optimizer): " "$@" ;;
+esac

@@ -16,6 +16,7 @@
 
 #include "convgraph/backends/cpu/algorithms.hpp"
 #include "convgraph/runtime/thread_pool.hpp"
+#include "core/checked_math.hpp"
 
 namespace convgraph {
 namespace {
@@ -64,6 +65,13 @@ Plan make_plan(const ConvProblem& p) {
     Plan pl;
     pl.chunk = chunk;
     const i64 batch = p.N * chunk;
+    // Padding can make the stacked input larger than x itself: such a chunk is over any limit.
+    i64 xcount = 0, xbytes = 0;
+    if (!detail::try_mul(batch, xplane, xcount) || !detail::try_mul(xcount, static_cast<i64>(es), xbytes) ||
+        xbytes > (i64{1} << 62)) {
+      best.why = msg("cpu.conv3d2d: ", chunk, " stacked depths of the input overflow the workspace size");
+      continue;
+    }
     pl.xb = 0;
     pl.yb = align_up(static_cast<std::size_t>(batch * xplane) * es);
     pl.wb = pl.yb + align_up(static_cast<std::size_t>(batch * yplane) * es);

@@ -15,11 +15,13 @@
 // skips im2col: the input planes already are the column matrix.
 #include <algorithm>
 #include <functional>
+#include <limits>
 
 #include "backends/cpu/conv_geometry.hpp"
 #include "backends/cpu/gemm.hpp"
 #include "backends/cpu/im2col.hpp"
 #include "convgraph/backends/cpu/algorithms.hpp"
+#include "core/checked_math.hpp"
 
 namespace convgraph::cpu {
 namespace {
@@ -66,7 +68,8 @@ Plan make_plan(const ConvProblem& p) {
   const i64 row_bytes = pl.rows * static_cast<i64>(pl.elem);  // column bytes per position
   const i64 limit = static_cast<i64>(std::min<std::size_t>(p.workspace_limit, std::size_t{1} << 62));
   const i64 min_len = std::min(P, kMinSegment);
-  pl.min_bytes = pl.pointwise ? 0 : row_bytes * min_len;
+  if (pl.pointwise) pl.min_bytes = 0;
+  else if (!detail::try_mul(row_bytes, min_len, pl.min_bytes)) pl.min_bytes = std::numeric_limits<i64>::max();
   if (pl.min_bytes > limit) {
     pl.fits = false;
     return pl;

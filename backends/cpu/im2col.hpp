@@ -21,9 +21,6 @@ void im2col(const ConvGeometry& g, const T* x, i64 channels, i64 p_begin, i64 p_
 template <class T>
 void col2im_add(const ConvGeometry& g, const T* col, i64 channels, i64 p_begin, i64 p_end, T* x);
 
-extern template void im2col<float>(const ConvGeometry&, const float*, i64, i64, i64, float*);
-extern template void im2col<double>(const ConvGeometry&, const double*, i64, i64, i64, double*);
-extern template void col2im_add<float>(const ConvGeometry&, const float*, i64, i64, i64, float*);
-extern template void col2im_add<double>(const ConvGeometry&, const double*, i64, i64, i64, double*);
+// Defined for float and double (im2col.cpp: the active CPU level's kernels/im2col.cpp).
 
 }  // namespace convgraph::cpu

@@ -1,5 +1,6 @@
 // sgemm entry point: argument checks, the trivial cases, the run-time choice of kernel
-// family, and the portable kernel family (plain C++, vectorised for the build target).
+// family (the active CPU level), and the portable kernel family (plain C++, vectorised
+// for the build target).
 #include "backends/cpu/sgemm.hpp"
 
 #include <algorithm>
@@ -96,56 +97,14 @@ void check_args(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K
                          " K=", K));
 }
 
-bool cpu_has(SgemmIsa isa) {
-  switch (isa) {
-    case SgemmIsa::avx512:
-      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
-             __builtin_cpu_supports("fma");
-    case SgemmIsa::avx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    case SgemmIsa::scalar:
-      return true;
-  }
-  return false;
-}
-
-SgemmIsa detect_best() {
-  SgemmIsa best = cpu_has(SgemmIsa::avx512) ? SgemmIsa::avx512
-                  : cpu_has(SgemmIsa::avx2) ? SgemmIsa::avx2
-                                            : SgemmIsa::scalar;
-  if (const char* env = std::getenv("CONVGRAPH_SGEMM_ISA")) {
-    const std::string want(env);
-    if (want == "scalar") best = SgemmIsa::scalar;
-    if (want == "avx2" && best == SgemmIsa::avx512) best = SgemmIsa::avx2;
-  }
-  return best;
-}
-
 }  // namespace
 
-bool sgemm_isa_supported(SgemmIsa isa) { return cpu_has(isa); }
-
-SgemmIsa sgemm_best_isa() {
-  static const SgemmIsa best = detect_best();
-  return best;
-}
-
-const char* sgemm_isa_name(SgemmIsa isa) {
-  switch (isa) {
-    case SgemmIsa::avx512: return "avx512";
-    case SgemmIsa::avx2: return "avx2";
-    case SgemmIsa::scalar: return "scalar";
-  }
-  return "?";
-}
-
-void sgemm_with_isa(SgemmIsa isa, bool transA, bool transB, std::int64_t M, std::int64_t N,
+void sgemm_with_isa(CpuIsa isa, bool transA, bool transB, std::int64_t M, std::int64_t N,
                     std::int64_t K, float alpha, const float* A, std::int64_t lda, const float* B,
                     std::int64_t ldb, float beta, float* C, std::int64_t ldc, ThreadPool* pool) {
   check_args(transA, transB, M, N, K, A, lda, B, ldb, C, ldc);
-  if (!cpu_has(isa))
-    throw ValueError(msg("sgemm: this CPU cannot run the ", sgemm_isa_name(isa), " kernels"));
+  if (!cpu_isa_supported(isa))
+    throw ValueError(msg("sgemm: this CPU cannot run the ", cpu_isa_name(isa), " kernels"));
   if (M == 0 || N == 0) return;
   if (K == 0 || alpha == 0.0f) {
     scale_c(M, N, beta, C, ldc);
@@ -153,16 +112,16 @@ void sgemm_with_isa(SgemmIsa isa, bool transA, bool transB, std::int64_t M, std:
   }
   const GemmArgs g{transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc};
   switch (isa) {
-    case SgemmIsa::avx512: sgemm_avx512(g, pool); return;
-    case SgemmIsa::avx2: sgemm_avx2(g, pool); return;
-    case SgemmIsa::scalar: sgemm_detail::run_sgemm<ScalarTraits>(g, pool); return;
+    case CpuIsa::avx512: sgemm_avx512(g, pool); return;
+    case CpuIsa::avx2: sgemm_avx2(g, pool); return;
+    case CpuIsa::baseline: sgemm_detail::run_sgemm<ScalarTraits>(g, pool); return;
   }
 }
 
 void sgemm(bool transA, bool transB, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
            const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C,
            std::int64_t ldc, ThreadPool* pool) {
-  sgemm_with_isa(sgemm_best_isa(), transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
+  sgemm_with_isa(active_cpu_isa(), transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
                  pool);
 }
 

@@ -6,24 +6,17 @@
 ///
 /// BLIS-style: A and B are packed into micro-panels and a register-blocked
 /// micro-kernel (AVX-512 14x32, AVX2 6x16 or portable 4x16) runs over them; the
-/// kernel set is chosen at run time from what the CPU supports. beta == 0 never reads C
+/// kernel set is the active CPU level (active_cpu_isa(), CONVGRAPH_CPU_ISA). beta == 0 never reads C
 /// (NaN in C is overwritten), alpha == 0 or K == 0 never reads A or B.
 #include <cstdint>
+
+#include "convgraph/backends/cpu/cpu_isa.hpp"
 
 namespace convgraph {
 class ThreadPool;
 }
 
 namespace convgraph::cpu {
-
-/// Micro-kernel families; every build carries all of them.
-enum class SgemmIsa { scalar, avx2, avx512 };
-
-/// The best family this CPU runs (CONVGRAPH_SGEMM_ISA=scalar|avx2|avx512 lowers it).
-SgemmIsa sgemm_best_isa();
-/// Whether this CPU can run `isa`.
-bool sgemm_isa_supported(SgemmIsa isa);
-const char* sgemm_isa_name(SgemmIsa isa);
 
 /// C = alpha * op(A) * op(B) + beta * C. Leading dimensions are row strides in elements
 /// (lda >= K, or >= M when transA; ldb >= N, or >= K when transB; ldc >= N).
@@ -35,9 +28,9 @@ void sgemm(bool transA, bool transB, std::int64_t M, std::int64_t N, std::int64_
            const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C,
            std::int64_t ldc, ThreadPool* pool);
 
-/// Same, with an explicit kernel family (tests and benchmarks); throws ValueError if the
-/// CPU cannot run it.
-void sgemm_with_isa(SgemmIsa isa, bool transA, bool transB, std::int64_t M, std::int64_t N,
+/// Same, with an explicit CPU level (tests and benchmarks); throws ValueError if the CPU
+/// cannot run it.
+void sgemm_with_isa(CpuIsa isa, bool transA, bool transB, std::int64_t M, std::int64_t N,
                     std::int64_t K, float alpha, const float* A, std::int64_t lda, const float* B,
                     std::int64_t ldb, float beta, float* C, std::int64_t ldc, ThreadPool* pool);
 

@@ -9,7 +9,7 @@
 #include "backends/cuda/kernels.hpp"
 #include "backends/cuda/registration.hpp"
 #include "convgraph/backends/cuda.hpp"
-#include "convgraph/backends/cuda/conv_cuda.hpp"
+#include "backends/cuda/conv_cuda.hpp"
 
 namespace convgraph::cuda {
 

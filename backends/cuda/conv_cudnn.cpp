@@ -13,7 +13,7 @@
 #include "backends/cuda/registration.hpp"
 #include "convgraph/backends/conv_algorithm.hpp"
 #include "convgraph/backends/cuda.hpp"
-#include "convgraph/backends/cuda/cudnn_algorithms.hpp"
+#include "backends/cuda/cudnn_algorithms.hpp"
 
 namespace convgraph::cuda {
 

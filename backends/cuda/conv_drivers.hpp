@@ -10,8 +10,8 @@
 
 #include "backends/cuda/kernel_math.hpp"
 #include "convgraph/backends/conv_problem.hpp"
-#include "convgraph/backends/cuda/conv_cuda.hpp"
-#include "convgraph/backends/cuda/cudnn_plan.hpp"
+#include "backends/cuda/conv_cuda.hpp"
+#include "backends/cuda/cudnn_plan.hpp"
 
 namespace convgraph::cuda {
 

@@ -1,5 +1,5 @@
 // cuda.fft: cuFFT convolution for stride 1, all three directions. Geometry in
-// include/convgraph/backends/cuda/conv_cuda.hpp, the step sequence in conv_drivers.hpp
+// include/backends/cuda/conv_cuda.hpp, the step sequence in conv_drivers.hpp
 // (fft_run), the multiply-accumulate kernel in conv_fft.cu.
 //
 // Per axis, with x_pad = x zero-padded by (pre, post), h = the filter dilated (and
@@ -22,7 +22,7 @@
 #include "backends/cuda/kernels.hpp"
 #include "backends/cuda/registration.hpp"
 #include "convgraph/backends/cuda.hpp"
-#include "convgraph/backends/cuda/conv_cuda.hpp"
+#include "backends/cuda/conv_cuda.hpp"
 
 namespace convgraph::cuda {
 

@@ -5,7 +5,7 @@
 
 #include "backends/cuda/cuda_check.hpp"
 #include "convgraph/backends/cuda.hpp"
-#include "convgraph/backends/cuda/device.hpp"
+#include "backends/cuda/device.hpp"
 
 namespace convgraph::cuda {
 

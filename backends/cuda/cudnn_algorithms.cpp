@@ -1,5 +1,5 @@
 // The cuDNN algorithm table and its documented static limits (GPU-free).
-#include "convgraph/backends/cuda/cudnn_algorithms.hpp"
+#include "backends/cuda/cudnn_algorithms.hpp"
 
 #include <array>
 

@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "convgraph/backends/conv_problem.hpp"
-#include "convgraph/backends/cuda/cudnn_plan.hpp"
+#include "backends/cuda/cudnn_plan.hpp"
 #include "convgraph/core/error.hpp"
 
 namespace convgraph::cuda {

@@ -4,7 +4,7 @@
 /// it only warns when CUDNN_WARN_DEPRECATED is defined, which this project never does.
 #include <cudnn.h>
 
-#include "convgraph/backends/cuda/cudnn_plan.hpp"
+#include "backends/cuda/cudnn_plan.hpp"
 
 namespace convgraph::cuda {
 

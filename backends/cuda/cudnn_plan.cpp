@@ -1,5 +1,5 @@
 // ConvProblem -> cuDNN descriptor parameters (GPU-free; rules in cudnn_plan.hpp).
-#include "convgraph/backends/cuda/cudnn_plan.hpp"
+#include "backends/cuda/cudnn_plan.hpp"
 
 #include <algorithm>
 #include <limits>

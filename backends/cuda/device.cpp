@@ -1,5 +1,5 @@
 // CUDA probe, caching device allocator, host<->device copies, streams and event timer.
-#include "convgraph/backends/cuda/device.hpp"
+#include "backends/cuda/device.hpp"
 
 #include <algorithm>
 #include <bit>

@@ -1,6 +1,6 @@
 // Tensor-level entry points of the CUDA DSL kernels (include/.../cuda/op_kernels.hpp):
 // checks, index plans, op-name -> kernel-code mapping, and cuBLAS for matmul.
-#include "convgraph/backends/cuda/op_kernels.hpp"
+#include "backends/cuda/op_kernels.hpp"
 
 #include <algorithm>
 #include <array>
@@ -8,7 +8,7 @@
 #include "backends/cuda/cuda_check.hpp"
 #include "backends/cuda/cuda_handles.hpp"
 #include "backends/cuda/op_launch.hpp"
-#include "convgraph/backends/cuda/strided_plan.hpp"
+#include "backends/cuda/strided_plan.hpp"
 
 namespace convgraph::gpu {
 

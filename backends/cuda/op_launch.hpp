@@ -5,7 +5,7 @@
 /// launch fails; empty problems launch nothing.
 #include <cuda_runtime.h>
 
-#include "convgraph/backends/cuda/strided_plan.hpp"
+#include "backends/cuda/strided_plan.hpp"
 
 namespace convgraph::gpu::launch {
 

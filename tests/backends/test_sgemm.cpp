@@ -17,17 +17,17 @@
 namespace {
 
 using convgraph::ThreadPool;
-using convgraph::cpu::SgemmIsa;
+using convgraph::CpuIsa;
 using i64 = std::int64_t;
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 /// Written into the padding columns of every matrix; must survive untouched in C.
 constexpr float kSentinel = 1234.5f;
 
-std::vector<SgemmIsa> runnable_isas() {
-  std::vector<SgemmIsa> out;
-  for (SgemmIsa isa : {SgemmIsa::scalar, SgemmIsa::avx2, SgemmIsa::avx512})
-    if (convgraph::cpu::sgemm_isa_supported(isa)) out.push_back(isa);
+std::vector<CpuIsa> runnable_isas() {
+  std::vector<CpuIsa> out;
+  for (CpuIsa isa : {CpuIsa::baseline, CpuIsa::avx2, CpuIsa::avx512})
+    if (convgraph::cpu_isa_supported(isa)) out.push_back(isa);
   return out;
 }
 
@@ -38,8 +38,8 @@ struct Case {
   i64 pad = 0;  ///< extra columns in every leading dimension
 };
 
-std::string describe(const Case& c, SgemmIsa isa) {
-  return std::string(convgraph::cpu::sgemm_isa_name(isa)) + " ta=" + std::to_string(c.ta) +
+std::string describe(const Case& c, CpuIsa isa) {
+  return std::string(convgraph::cpu_isa_name(isa)) + " ta=" + std::to_string(c.ta) +
          " tb=" + std::to_string(c.tb) + " M=" + std::to_string(c.M) + " N=" + std::to_string(c.N) +
          " K=" + std::to_string(c.K) + " alpha=" + std::to_string(c.alpha) +
          " beta=" + std::to_string(c.beta) + " pad=" + std::to_string(c.pad);
@@ -55,7 +55,7 @@ std::vector<float> random_matrix(i64 rows, i64 cols, i64 pad, std::mt19937& rng)
 }
 
 /// Runs one case on one kernel family and checks every element of C, padding included.
-void check_case(const Case& c, SgemmIsa isa, ThreadPool* pool, bool nan_c = false) {
+void check_case(const Case& c, CpuIsa isa, ThreadPool* pool, bool nan_c = false) {
   INFO(describe(c, isa) << (pool ? " pooled" : "") << (nan_c ? " NaN-C" : ""));
   std::mt19937 rng(static_cast<unsigned>(c.M * 7919 + c.N * 104729 + c.K * 31 + c.ta * 2 + c.tb));
   const i64 a_rows = c.ta ? c.K : c.M, a_cols = c.ta ? c.M : c.K;
@@ -105,7 +105,7 @@ void check_case(const Case& c, SgemmIsa isa, ThreadPool* pool, bool nan_c = fals
 }  // namespace
 
 TEST_CASE("sgemm: odd sizes around the register blocks, all transposes", "[sgemm]") {
-  for (SgemmIsa isa : runnable_isas()) {
+  for (CpuIsa isa : runnable_isas()) {
     for (int t = 0; t < 4; ++t) {
       const bool ta = t & 1, tb = t & 2;
       for (i64 s = 1; s <= 70; ++s) {
@@ -119,7 +119,7 @@ TEST_CASE("sgemm: odd sizes around the register blocks, all transposes", "[sgemm
 
 TEST_CASE("sgemm: larger shapes, several depth blocks and column tiles", "[sgemm]") {
   ThreadPool pool(3);
-  for (SgemmIsa isa : runnable_isas()) {
+  for (CpuIsa isa : runnable_isas()) {
     for (int t = 0; t < 4; ++t) {
       const bool ta = t & 1, tb = t & 2;
       check_case({ta, tb, 257, 129, 65, 1.0f, 0.0f, 0}, isa, nullptr);
@@ -133,7 +133,7 @@ TEST_CASE("sgemm: larger shapes, several depth blocks and column tiles", "[sgemm
 }
 
 TEST_CASE("sgemm: alpha and beta", "[sgemm]") {
-  for (SgemmIsa isa : runnable_isas())
+  for (CpuIsa isa : runnable_isas())
     for (int t = 0; t < 4; ++t)
       for (float alpha : {1.0f, -0.5f, 2.0f})
         for (float beta : {0.0f, 1.0f, 0.25f, -1.0f})
@@ -142,7 +142,7 @@ TEST_CASE("sgemm: alpha and beta", "[sgemm]") {
 
 TEST_CASE("sgemm: beta == 0 ignores NaN in C", "[sgemm]") {
   ThreadPool pool(2);
-  for (SgemmIsa isa : runnable_isas())
+  for (CpuIsa isa : runnable_isas())
     for (int t = 0; t < 4; ++t) {
       check_case({bool(t & 1), bool(t & 2), 29, 50, 17, 1.5f, 0.0f, 2}, isa, nullptr, true);
       check_case({bool(t & 1), bool(t & 2), 300, 200, 500, 1.0f, 0.0f, 0}, isa, &pool, true);
@@ -150,7 +150,7 @@ TEST_CASE("sgemm: beta == 0 ignores NaN in C", "[sgemm]") {
 }
 
 TEST_CASE("sgemm: leading dimensions wider than the matrices", "[sgemm]") {
-  for (SgemmIsa isa : runnable_isas())
+  for (CpuIsa isa : runnable_isas())
     for (int t = 0; t < 4; ++t)
       for (i64 pad : {1, 5, 16, 33})
         check_case({bool(t & 1), bool(t & 2), 19, 35, 41, 1.0f, 0.5f, pad}, isa, nullptr);
@@ -171,8 +171,8 @@ TEST_CASE("sgemm: the result does not depend on the thread count", "[sgemm]") {
 
 TEST_CASE("sgemm: empty sizes and alpha == 0 follow the BLAS rules", "[sgemm]") {
   const std::vector<float> nan_a(64, kNaN), nan_b(64, kNaN);
-  for (SgemmIsa isa : runnable_isas()) {
-    INFO(convgraph::cpu::sgemm_isa_name(isa));
+  for (CpuIsa isa : runnable_isas()) {
+    INFO(convgraph::cpu_isa_name(isa));
     // K == 0: C = beta * C; with beta == 0 even NaN becomes 0.
     std::vector<float> c(12, kNaN);
     convgraph::cpu::sgemm_with_isa(isa, false, false, 3, 4, 0, 1.0f, nullptr, 1, nullptr, 4, 0.0f, c.data(), 4, nullptr);

@@ -16,23 +16,17 @@
 // multiplies dy vectors with the shifted buffer of x and reduces over batch and space.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 #include <vector>
 
-#if defined(__AVX512F__)
-// GCC 12's AVX-512 headers raise false -Wuninitialized warnings (GCC bug 105593).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#endif
-
 #include "backends/cpu/conv_geometry.hpp"
 #include "convgraph/backends/cpu/algorithms.hpp"
 
-namespace convgraph::cpu {
+#include "backends/cpu/kernels/isa_begin.hpp"
+
+namespace convgraph::cpu::CONVGRAPH_ISA_NS {
 namespace {
 
 // GCC vector extensions: one 512-bit register per vector with AVX-512, split into narrower
@@ -47,6 +41,28 @@ inline constexpr i64 kVL = static_cast<i64>(64 / sizeof(T));  // lanes per vecto
 
 template <class T>
 inline void load(Vec<T>& v, const T* p) { std::memcpy(&v, p, sizeof(v)); }
+
+/// n vectors, 64-byte aligned and zeroed. Not a std::vector<Vec<T>>: that template instance
+/// would be shared with the other levels' copies of this file, and the alignment of a
+/// 64-byte vector type differs between levels (16 without AVX-512), see isa_begin.hpp.
+template <class T>
+class VectorArray {
+ public:
+  explicit VectorArray(i64 n) : n_(n), p_(static_cast<Vec<T>*>(std::aligned_alloc(64, sizeof(Vec<T>) * static_cast<std::size_t>(std::max<i64>(n, 1))))) {
+    if (p_ == nullptr) throw MemoryError(msg("cpu.depthwise: cannot allocate ", n, " accumulator vectors"));
+    clear();
+  }
+  ~VectorArray() { std::free(p_); }
+  VectorArray(const VectorArray&) = delete;
+  VectorArray& operator=(const VectorArray&) = delete;
+  void clear() { std::memset(static_cast<void*>(p_), 0, sizeof(Vec<T>) * static_cast<std::size_t>(n_)); }
+  Vec<T>* data() { return p_; }
+  Vec<T>& operator[](std::size_t i) { return p_[i]; }
+
+ private:
+  i64 n_;
+  Vec<T>* p_;
+};
 
 /// One output vector: where its first tap reads in the buffer, where it goes, how many of its
 /// lanes are real positions.
@@ -181,7 +197,7 @@ inline void store(T* dst, const Vec<T>& v, i64 lanes) {
     std::memcpy(dst, &v, sizeof(v));
     return;
   }
-#if defined(__AVX512F__)
+#if CONVGRAPH_ISA_AVX512
   if constexpr (std::is_same_v<T, float>)
     _mm512_mask_storeu_ps(dst, static_cast<__mmask16>((1u << lanes) - 1), reinterpret_cast<const __m512&>(v));
   else
@@ -200,7 +216,7 @@ inline void load_first(Vec<T>& v, const T* src, i64 lanes) {
     load(v, src);
     return;
   }
-#if defined(__AVX512F__)
+#if CONVGRAPH_ISA_AVX512
   if constexpr (std::is_same_v<T, float>)
     reinterpret_cast<__m512&>(v) = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << lanes) - 1), src);
   else
@@ -375,10 +391,10 @@ void grad_weights(const ConvGeometry& g, const T* x, T* dw, const T* dy, const C
   parallel_over(ctx, g.K, [&](i64 begin, i64 end) {
     std::vector<T>& buf = thread_buffer<T>(pg.plane);
     clear_buffer(pg, buf.data());
-    std::vector<Vec<T>> acc(static_cast<std::size_t>(nt));
+    VectorArray<T> acc(nt);
     for (i64 k = begin; k < end; ++k) {
       const i64 c = k / g.Kg;
-      std::fill(acc.begin(), acc.end(), Vec<T>{});
+      acc.clear();
       for (i64 n = 0; n < g.N; ++n) {
         // The next (n, k) planes of x and dy: the next image, or image 0 of the next channel.
         const i64 nn = n + 1 < g.N ? n + 1 : 0, nk = n + 1 < g.N ? k : k + 1;
@@ -403,7 +419,7 @@ void grad_weights(const ConvGeometry& g, const T* x, T* dw, const T* dy, const C
   });
 }
 
-// ---- the algorithm --------------------------------------------------------------------------
+// ---- entry --------------------------------------------------------------------------
 
 template <class T>
 void run_typed(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) {
@@ -418,33 +434,13 @@ void run_typed(const ConvProblem& p, const ConvTensors& t, const ConvContext& ct
   }
 }
 
-class DepthwiseAlgorithm final : public ConvAlgorithm {
- public:
-  std::string name() const override { return "cpu.depthwise"; }
-  DeviceKind device() const override { return DeviceKind::cpu; }
-  std::vector<std::string> tags() const override { return {"conv_direct", "fast_run", "fast_compile"}; }
-  Status applicable(const ConvProblem& p) const override {
-    if (p.Cg() != 1)
-      return Status::no(msg("cpu.depthwise needs one input channel per group (C/G == 1), got C/G = ", p.Cg(),
-                            " (C = ", p.C, ", groups = ", p.G, ")"));
-    // C == 1 without groups is a dense convolution: corrmm/direct stay its default choice.
-    if (p.G == 1) return Status::no("cpu.depthwise handles grouped convolutions only (groups = 1 here)");
-    if ((p.dtype == DType::float32 || p.dtype == DType::float64) && p.compute == p.dtype) return Status::ok();
-    return Status::no(msg("cpu.depthwise handles float32 and float64 with compute of the same type, not ",
-                          dtype_name(p.dtype), " with compute ", dtype_name(p.compute)));
-  }
-  void run(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) const override {
-    if (Status s = applicable(p); !s) throw TypeError(msg("cpu.depthwise: ", s.reason(), " (", p.key(), ")"));
-    if (p.dtype == DType::float64) run_typed<double>(p, t, ctx);
-    else run_typed<float>(p, t, ctx);
-  }
-};
-
 }  // namespace
-}  // namespace convgraph::cpu
 
-namespace convgraph {
-std::shared_ptr<const ConvAlgorithm> make_cpu_depthwise_algorithm() {
-  return std::make_shared<cpu::DepthwiseAlgorithm>();
+/// Entry point of this level's kernels (called by the algorithm class).
+void depthwise_run(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) {
+  if (p.dtype == DType::float64) run_typed<double>(p, t, ctx);
+  else run_typed<float>(p, t, ctx);
 }
-}  // namespace convgraph
+
+}  // namespace convgraph::cpu::CONVGRAPH_ISA_NS
+#include "backends/cpu/kernels/isa_end.hpp"

@@ -13,10 +13,12 @@
 #include <vector>
 
 #include "backends/cpu/conv_geometry.hpp"
-#include "backends/cpu/direct_rows.hpp"
 #include "convgraph/backends/cpu/algorithms.hpp"
 
-namespace convgraph::cpu {
+#include "backends/cpu/kernels/isa_begin.hpp"
+#include "backends/cpu/kernels/direct_rows.hpp"
+
+namespace convgraph::cpu::CONVGRAPH_ISA_NS {
 namespace {
 
 // ---- forward --------------------------------------------------------------------------------
@@ -307,7 +309,7 @@ void grad_weights(const ConvGeometry& g, const T* x, T* dw, const T* dy, const C
   });
 }
 
-// ---- the algorithm --------------------------------------------------------------------------
+// ---- entry --------------------------------------------------------------------------
 
 template <class T, class A>
 void run_typed(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) {
@@ -322,31 +324,14 @@ void run_typed(const ConvProblem& p, const ConvTensors& t, const ConvContext& ct
   }
 }
 
-class DirectAlgorithm final : public ConvAlgorithm {
- public:
-  std::string name() const override { return "cpu.direct"; }
-  DeviceKind device() const override { return DeviceKind::cpu; }
-  std::vector<std::string> tags() const override { return {"conv_direct", "fast_run", "fast_compile"}; }
-  Status applicable(const ConvProblem& p) const override {
-    if (p.dtype == DType::float32 && (p.compute == DType::float32 || p.compute == DType::float64))
-      return Status::ok();
-    if (p.dtype == DType::float64 && p.compute == DType::float64) return Status::ok();
-    return Status::no(msg("cpu.direct handles float32 (compute float32 or float64) and float64, not ",
-                          dtype_name(p.dtype), " with compute ", dtype_name(p.compute)));
-  }
-  void run(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) const override {
-    if (Status s = applicable(p); !s) throw TypeError(msg("cpu.direct: ", s.reason(), " (", p.key(), ")"));
-    if (p.dtype == DType::float64) run_typed<double, double>(p, t, ctx);
-    else if (p.compute == DType::float64) run_typed<float, double>(p, t, ctx);
-    else run_typed<float, float>(p, t, ctx);
-  }
-};
-
 }  // namespace
-}  // namespace convgraph::cpu
 
-namespace convgraph {
-std::shared_ptr<const ConvAlgorithm> make_cpu_direct_algorithm() {
-  return std::make_shared<cpu::DirectAlgorithm>();
+/// Entry point of this level's cpu.direct kernels (called by conv_direct.cpp).
+void direct_run(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) {
+  if (p.dtype == DType::float64) run_typed<double, double>(p, t, ctx);
+  else if (p.compute == DType::float64) run_typed<float, double>(p, t, ctx);
+  else run_typed<float, float>(p, t, ctx);
 }
-}  // namespace convgraph
+
+}  // namespace convgraph::cpu::CONVGRAPH_ISA_NS
+#include "backends/cpu/kernels/isa_end.hpp"

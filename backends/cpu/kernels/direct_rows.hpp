@@ -1,5 +1,6 @@
 #pragma once
-// Private to backends/cpu (used by conv_direct.cpp): the register-blocked row engine.
+// Private to backends/cpu/kernels/direct.cpp, inside its level region (isa_begin.hpp):
+// the register-blocked row engine.
 //
 // A RowJob computes nb destination rows of J elements each:
 //   dst[cb][j * dst_step] = sum_q sum_{row tap r} sum_{col tap c}
@@ -12,7 +13,7 @@
 // with the KB x kLanes accumulators held in vector registers (GCC vector extensions: one
 // 512-bit register per 16 floats or 8 doubles; narrower ISAs split them). A tile whose
 // reads all lie inside the source row loads straight from it. A border tile uses AVX-512
-// masked loads where the build has them (lanes reading padding are masked off: zero, and
+// masked loads at the AVX-512 level (lanes reading padding are masked off: zero, and
 // never touched in memory), else it first copies the span it reads into a small
 // zero-padded window; either way every position runs vectorised.
 #include <algorithm>
@@ -21,19 +22,13 @@
 #include <type_traits>
 #include <vector>
 
-#if defined(__AVX512F__)
-// GCC 12's AVX-512 headers raise false -Wuninitialized warnings (GCC bug 105593).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#if CONVGRAPH_ISA_AVX512
 #define CONVGRAPH_DIRECT_MASKED_LOADS 1
 #else
 #define CONVGRAPH_DIRECT_MASKED_LOADS 0
 #endif
 
-namespace convgraph::cpu {
+namespace convgraph::cpu::CONVGRAPH_ISA_NS {
 
 using vec_f32 = float __attribute__((vector_size(64)));
 using vec_f64 = double __attribute__((vector_size(64)));
@@ -92,7 +87,7 @@ inline void load_lanes(VecOf<A>& v, const T* p, std::int64_t step) {
 template <class A, class T>
 inline void load_first_lanes(VecOf<A>& v, const T* p, std::int64_t step, int n) {
   constexpr int L = static_cast<int>(64 / sizeof(A));
-#if defined(__AVX512F__)
+#if CONVGRAPH_ISA_AVX512
   if (step == 1) {
     const unsigned mask = n >= L ? (1u << L) - 1u : (1u << n) - 1u;
     if constexpr (std::is_same_v<A, float>) {

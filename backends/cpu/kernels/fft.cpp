@@ -27,19 +27,23 @@
 #include <cstring>
 #include <numbers>
 #include <thread>
+#include <utility>
 #include <vector>
 
-#include "backends/cpu/fft_batched.hpp"
 #include "convgraph/backends/conv_algorithm.hpp"
+#include "convgraph/core/error.hpp"
 #include "convgraph/runtime/thread_pool.hpp"
 
-namespace convgraph {
+#include "backends/cpu/kernels/isa_begin.hpp"
+#include "backends/cpu/kernels/fft_batched.hpp"
+
+namespace convgraph::cpu::CONVGRAPH_ISA_NS {
 namespace {
 
 using i64 = std::int64_t;
-using cpu::fft::good_size;
-using cpu::fft::Plan;
-using cpu::fft::tile_lanes;
+using fft::good_size;
+using fft::Plan;
+using fft::tile_lanes;
 constexpr std::size_t kAlign = 64;
 
 std::size_t align_up(std::size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
@@ -52,7 +56,7 @@ std::size_t align_up(std::size_t v) { return (v + kAlign - 1) / kAlign * kAlign;
 /// machine only, never on which pool a run gets.
 int max_slots() {
   int n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (const char* env = std::getenv("CONVGRAPH_THREADS")) n = std::max(n, std::atoi(env));
+  n = std::max(n, configured_thread_count());  // CONVGRAPH_THREADS, parsed in one place
   return std::clamp(n, 1, 64);
 }
 
@@ -216,7 +220,7 @@ struct Transforms {
     run_tasks(pool, g.slots, outer * tiles, [&](int slot, i64 t) {
       const i64 o = t / tiles, l0 = (t % tiles) * lanes;
       const i64 off = o * line + l0;
-      cpu::fft::fft_tile(pl, re + off, im + off, inner, std::min(lanes, inner - l0), scratch + slot * g.scratch);
+      fft::fft_tile(pl, re + off, im + off, inner, std::min(lanes, inner - l0), scratch + slot * g.scratch);
     });
   }
 
@@ -509,24 +513,14 @@ void run_fft(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx)
   }
 }
 
-std::size_t fft_workspace(const ConvProblem& p) {
+std::size_t workspace_of(const ConvProblem& p) {
   return wants_double(p) ? choose_chunks<double>(p).bytes : choose_chunks<float>(p).bytes;
 }
 
-class FftConv final : public ConvAlgorithm {
- public:
-  std::string name() const override { return "cpu.fft"; }
-  DeviceKind device() const override { return DeviceKind::cpu; }
-  std::vector<std::string> tags() const override { return {"conv_fft"}; }
+}  // namespace
 
-  Status applicable(const ConvProblem& p) const override {
-    if (p.dtype != DType::float32 && p.dtype != DType::float64)
-      return Status::no(msg("cpu.fft: dtype ", dtype_name(p.dtype), " (float32 and float64 only)"));
-    if (p.ndim < 1 || p.ndim > 3) return Status::no(msg("cpu.fft: ", p.ndim, " spatial axes (1 to 3 only)"));
-    for (int a = 0; a < p.ndim; ++a)
-      if (p.stride[static_cast<std::size_t>(a)] != 1)
-        return Status::no(msg("cpu.fft: stride ", p.stride[static_cast<std::size_t>(a)], " on spatial axis ", a,
-                              " (FFT convolution needs stride 1)"));
+/// Entry points of this level's kernels (called by conv_fft.cpp).
+Status fft_plan_status(const ConvProblem& p) {
     const bool dbl = wants_double(p);
     const Chunks ch = dbl ? choose_chunks<double>(p) : choose_chunks<float>(p);
     if (ch.nb == 0) {
@@ -539,22 +533,14 @@ class FftConv final : public ConvAlgorithm {
                             p.workspace_limit));
     }
     return Status::ok();
-  }
+}
+std::size_t fft_workspace_bytes(const ConvProblem& p) { return workspace_of(p); }
+void fft_run(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) {
+  const bool dbl = wants_double(p);
+  if (p.dtype == DType::float64) run_fft<double, double>(p, t, ctx);
+  else if (dbl) run_fft<float, double>(p, t, ctx);
+  else run_fft<float, float>(p, t, ctx);
+}
 
-  std::size_t workspace_bytes(const ConvProblem& p) const override { return fft_workspace(p); }
-
-  void run(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) const override {
-    const Status s = applicable(p);
-    if (!s) throw ValueError(msg("cpu.fft: cannot run ", p.key(), ": ", s.reason()));
-    const bool dbl = wants_double(p);
-    if (p.dtype == DType::float64) run_fft<double, double>(p, t, ctx);
-    else if (dbl) run_fft<float, double>(p, t, ctx);
-    else run_fft<float, float>(p, t, ctx);
-  }
-};
-
-}  // namespace
-
-std::shared_ptr<const ConvAlgorithm> make_cpu_fft_algorithm() { return std::make_shared<FftConv>(); }
-
-}  // namespace convgraph
+}  // namespace convgraph::cpu::CONVGRAPH_ISA_NS
+#include "backends/cpu/kernels/isa_end.hpp"

@@ -1,6 +1,6 @@
 #pragma once
-// Private to backends/cpu: the batched 1-D FFT under cpu.fft (conv_fft.cpp; FFT.md says
-// why it is our own). A Stockham mixed-radix (4, 2, 3, 5) transform of many signals at
+// Private to kernels/fft.cpp, inside its level region (isa_begin.hpp): the batched 1-D
+// FFT under cpu.fft (../FFT.md says why it is our own). A Stockham mixed-radix (4, 2, 3, 5) transform of many signals at
 // once: element j of signal l sits at re[j*es + l] / im[j*es + l], so every butterfly is a
 // contiguous loop over signals that the compiler vectorises. Forward and unnormalised:
 // X[f] = sum_m x[m] exp(-2 pi i f m / n); the inverse is the same call with re and im
@@ -22,7 +22,7 @@
 #define CG_FFT_IVDEP _Pragma("GCC ivdep")
 #endif
 
-namespace convgraph::cpu::fft {
+namespace convgraph::cpu::CONVGRAPH_ISA_NS::fft {
 
 using i64 = std::int64_t;
 
@@ -173,4 +173,4 @@ inline i64 tile_lanes(i64 n, i64 inner, std::size_t elem) {
   return std::min(inner, want / 16 * 16);
 }
 
-}  // namespace convgraph::cpu::fft
+}  // namespace convgraph::cpu::CONVGRAPH_ISA_NS::fft

@@ -1,9 +1,12 @@
-#include "backends/cpu/im2col.hpp"
-
+// im2col / col2im (declared in ../im2col.hpp), compiled once per CPU level.
 #include <algorithm>
 #include <cstring>
 
-namespace convgraph::cpu {
+#include "backends/cpu/conv_geometry.hpp"
+
+#include "backends/cpu/kernels/isa_begin.hpp"
+
+namespace convgraph::cpu::CONVGRAPH_ISA_NS {
 namespace {
 
 /// Decodes column-matrix row r into channel q and the *unflipped* taps t[3].
@@ -115,4 +118,5 @@ template void im2col<double>(const ConvGeometry&, const double*, i64, i64, i64, 
 template void col2im_add<float>(const ConvGeometry&, const float*, i64, i64, i64, float*);
 template void col2im_add<double>(const ConvGeometry&, const double*, i64, i64, i64, double*);
 
-}  // namespace convgraph::cpu
+}  // namespace convgraph::cpu::CONVGRAPH_ISA_NS
+#include "backends/cpu/kernels/isa_end.hpp"

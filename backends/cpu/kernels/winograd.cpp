@@ -18,8 +18,8 @@
 //   2. 36 GEMMs M_e = U_e V_e over channels, with a 6 x 64 register-blocked kernel; U (the
 //      transformed filter) is packed for it once per run.
 //   3. output transform A^T M A on 16 tiles at once, re-interleaved to rows and stored.
-// Vectors are GCC vector extensions (16 floats): one AVX-512 register with -march=native,
-// split by the compiler elsewhere.
+// Vectors are GCC vector extensions (16 floats): one AVX-512 register at the avx512 level,
+// split by the compiler at the others. The algorithm class is in ../conv_winograd.cpp.
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -28,20 +28,18 @@
 #include <thread>
 #include <type_traits>
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
-
 // Without AVX-512 (portable builds) GCC notes that passing 64-byte vectors by value has a
 // different ABI; these helpers are all internal to this file, so that does not matter.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
 
-#include "convgraph/backends/cpu/algorithms.hpp"
+#include "convgraph/backends/conv_algorithm.hpp"
 #include "convgraph/runtime/thread_pool.hpp"
 
-namespace convgraph {
+#include "backends/cpu/kernels/isa_begin.hpp"
+
+namespace convgraph::cpu::CONVGRAPH_ISA_NS {
 namespace {
 
 using i64 = std::int64_t;
@@ -62,7 +60,7 @@ inline void store(float* p, v16 v) { std::memcpy(p, &v, sizeof v); }
 inline v16 load_part(const float* p, i64 lo, i64 hi) {
   lo = std::max<i64>(lo, 0), hi = std::min<i64>(hi, 16);
   if (lo >= hi) return v16{};
-#if defined(__AVX512F__)
+#if CONVGRAPH_ISA_AVX512
   const auto m = static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u));
   return _mm512_maskz_loadu_ps(m, p);
 #else
@@ -74,7 +72,7 @@ inline v16 load_part(const float* p, i64 lo, i64 hi) {
 
 /// Stores the first n (< 16) lanes.
 inline void store_part(float* p, v16 v, i64 n) {
-#if defined(__AVX512F__)
+#if CONVGRAPH_ISA_AVX512
   _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1u), v);
 #else
   for (i64 i = 0; i < n; ++i) p[i] = v[i];
@@ -99,7 +97,7 @@ std::size_t align_bytes(std::size_t v) { return (v + 63) / 64 * 64; }
 /// machine only, never on which pool a run gets.
 int max_slots() {
   int n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (const char* env = std::getenv("CONVGRAPH_THREADS")) n = std::max(n, std::atoi(env));
+  n = std::max(n, configured_thread_count());  // CONVGRAPH_THREADS, parsed in one place
   return std::clamp(n, 1, 64);
 }
 
@@ -492,45 +490,13 @@ void run_winograd(const ConvProblem& p, const ConvTensors& t, const ConvContext&
   else slot_body(0, 1);
 }
 
-class WinogradConv final : public ConvAlgorithm {
- public:
-  std::string name() const override { return "cpu.winograd"; }
-  DeviceKind device() const override { return DeviceKind::cpu; }
-  std::vector<std::string> tags() const override { return {"conv_winograd", "fast_run"}; }
-
-  Status applicable(const ConvProblem& p) const override {
-    if (p.direction == ConvDirection::grad_weights)
-      return Status::no("cpu.winograd: grad_weights is not implemented (forward and grad_inputs only)");
-    if (p.ndim != 2) return Status::no(msg("cpu.winograd: ", p.ndim, " spatial axes (2D only)"));
-    if (p.dtype != DType::float32 || p.compute != DType::float32)
-      return Status::no(msg("cpu.winograd: dtype ", dtype_name(p.dtype), "/", dtype_name(p.compute),
-                            " (float32 only)"));
-    if (p.kernel[0] != 3 || p.kernel[1] != 3)
-      return Status::no(msg("cpu.winograd: kernel ", p.kernel[0], "x", p.kernel[1], " (3x3 only)"));
-    if (p.stride[0] != 1 || p.stride[1] != 1)
-      return Status::no(msg("cpu.winograd: stride ", p.stride[0], "x", p.stride[1], " (stride 1 only)"));
-    if (p.dilation[0] != 1 || p.dilation[1] != 1)
-      return Status::no(msg("cpu.winograd: dilation ", p.dilation[0], "x", p.dilation[1], " (dilation 1 only)"));
-    const std::size_t need = workspace_bytes(p);
-    if (need > p.workspace_limit)
-      return Status::no(msg("cpu.winograd: needs ", need, " bytes of workspace, over the limit of ", p.workspace_limit));
-    return Status::ok();
-  }
-
-  std::size_t workspace_bytes(const ConvProblem& p) const override {
-    if (p.ndim != 2 || p.direction == ConvDirection::grad_weights) return 0;
-    return static_cast<std::size_t>(Job(p).total) * sizeof(float);
-  }
-
-  void run(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) const override {
-    const Status s = applicable(p);
-    if (!s) throw ValueError(msg("cpu.winograd: cannot run ", p.key(), ": ", s.reason()));
-    run_winograd(p, t, ctx);
-  }
-};
-
 }  // namespace
 
-std::shared_ptr<const ConvAlgorithm> make_cpu_winograd_algorithm() { return std::make_shared<WinogradConv>(); }
+/// Entry points of this level's kernels (called by conv_winograd.cpp).
+std::size_t winograd_workspace_bytes(const ConvProblem& p) {
+  return static_cast<std::size_t>(Job(p).total) * sizeof(float);
+}
+void winograd_run(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) { run_winograd(p, t, ctx); }
 
-}  // namespace convgraph
+}  // namespace convgraph::cpu::CONVGRAPH_ISA_NS
+#include "backends/cpu/kernels/isa_end.hpp"

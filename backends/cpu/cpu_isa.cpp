@@ -1,0 +1,87 @@
+// Run-time choice of the CPU kernel level: CPUID once, lowered by CONVGRAPH_CPU_ISA.
+#include "convgraph/backends/cpu/cpu_isa.hpp"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+
+#include "convgraph/core/error.hpp"
+
+namespace convgraph {
+namespace {
+
+bool cpu_has(CpuIsa isa) {
+  __builtin_cpu_init();
+  switch (isa) {
+    case CpuIsa::avx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") &&
+             __builtin_cpu_supports("avx512vl") && cpu_has(CpuIsa::avx2);
+    case CpuIsa::avx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+             __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2") &&
+             __builtin_cpu_supports("f16c") && cpu_has(CpuIsa::baseline);
+    case CpuIsa::baseline:
+      return __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("popcnt");
+  }
+  return false;
+}
+
+CpuIsa initial_isa() {
+  CpuIsa isa = detected_cpu_isa();
+  if (const char* env = std::getenv("CONVGRAPH_CPU_ISA"); env != nullptr && *env != '\0') {
+    const auto want = parse_cpu_isa(env);
+    if (!want)
+      std::fprintf(stderr,
+                   "convgraph: ignoring CONVGRAPH_CPU_ISA=%s (valid: baseline, avx2, avx512); "
+                   "using %s\n", env, cpu_isa_name(isa));
+    else if (*want > isa)
+      std::fprintf(stderr, "convgraph: ignoring CONVGRAPH_CPU_ISA=%s: this CPU supports up to %s\n",
+                   env, cpu_isa_name(isa));
+    else
+      isa = *want;
+  }
+  return isa;
+}
+
+std::atomic<int>& active_level() {
+  static std::atomic<int> level{static_cast<int>(initial_isa())};
+  return level;
+}
+
+}  // namespace
+
+const char* cpu_isa_name(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::baseline: return "baseline";
+    case CpuIsa::avx2: return "avx2";
+    case CpuIsa::avx512: return "avx512";
+  }
+  return "?";
+}
+
+std::optional<CpuIsa> parse_cpu_isa(std::string_view name) {
+  for (CpuIsa isa : {CpuIsa::baseline, CpuIsa::avx2, CpuIsa::avx512})
+    if (name == cpu_isa_name(isa)) return isa;
+  return std::nullopt;
+}
+
+CpuIsa detected_cpu_isa() {
+  static const CpuIsa best = cpu_has(CpuIsa::avx512) ? CpuIsa::avx512
+                             : cpu_has(CpuIsa::avx2) ? CpuIsa::avx2
+                                                     : CpuIsa::baseline;
+  return best;
+}
+
+bool cpu_isa_supported(CpuIsa isa) { return isa <= detected_cpu_isa(); }
+
+CpuIsa active_cpu_isa() { return static_cast<CpuIsa>(active_level().load(std::memory_order_relaxed)); }
+
+void set_active_cpu_isa(CpuIsa isa) {
+  if (!cpu_isa_supported(isa))
+    throw ValueError(msg("set_active_cpu_isa: isa=", cpu_isa_name(isa),
+                         " is not supported by this CPU (best: ", cpu_isa_name(detected_cpu_isa()), ")"));
+  active_level().store(static_cast<int>(isa), std::memory_order_relaxed);
+}
+
+}  // namespace convgraph

@@ -1,0 +1,47 @@
+#pragma once
+/// The CPU instruction-set level the hot kernels run at.
+///
+/// Every hot CPU kernel (SGEMM micro-kernels, im2col/col2im, direct, depthwise, Winograd,
+/// FFT) is compiled once per level and the variant is chosen at run time from CPUID, so a
+/// library built anywhere runs on any x86-64 CPU. The level in use is the best one the CPU
+/// supports, lowered by the environment variable CONVGRAPH_CPU_ISA=baseline|avx2|avx512
+/// (read once; a level above what the CPU supports, or an unknown name, is refused with a
+/// warning on stderr and ignored).
+#include <optional>
+#include <string_view>
+
+namespace convgraph {
+
+enum class CpuIsa : int {
+  baseline = 0,  ///< x86-64-v2: SSE4.2, POPCNT
+  avx2 = 1,      ///< x86-64-v3: AVX2, FMA, BMI1/2, F16C
+  avx512 = 2,    ///< x86-64-v4: AVX-512 F/BW/CD/DQ/VL
+};
+
+/// "baseline", "avx2" or "avx512".
+const char* cpu_isa_name(CpuIsa isa);
+/// The level named `name`, or nothing.
+std::optional<CpuIsa> parse_cpu_isa(std::string_view name);
+/// The best level this CPU supports (CPUID, ignoring CONVGRAPH_CPU_ISA).
+CpuIsa detected_cpu_isa();
+/// Whether this CPU can run kernels of `isa`.
+bool cpu_isa_supported(CpuIsa isa);
+/// The level the kernels use now.
+CpuIsa active_cpu_isa();
+/// Lowers (or raises, up to detected_cpu_isa()) the level for every kernel from now on;
+/// throws ValueError if the CPU cannot run it. Meant for tests and benchmarks.
+void set_active_cpu_isa(CpuIsa isa);
+
+/// Sets the active level for a scope and restores the previous one (tests, benchmarks).
+class ScopedCpuIsa {
+ public:
+  explicit ScopedCpuIsa(CpuIsa isa) : saved_(active_cpu_isa()) { set_active_cpu_isa(isa); }
+  ~ScopedCpuIsa() { set_active_cpu_isa(saved_); }
+  ScopedCpuIsa(const ScopedCpuIsa&) = delete;
+  ScopedCpuIsa& operator=(const ScopedCpuIsa&) = delete;
+
+ private:
+  CpuIsa saved_;
+};
+
+}  // namespace convgraph

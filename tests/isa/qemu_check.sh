@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs convgraph-bench's quick suite and a small per-level sweep under qemu-user as older
+# x86-64 CPUs, proving the library picks kernels by CPUID and never executes an
+# instruction the CPU lacks (that would be SIGILL). Skips when qemu-user is missing.
+# usage: qemu_check.sh BENCH TEST_BACKENDS
+set -uo pipefail
+bench=$1 tests=$2
+qemu=$(command -v qemu-x86_64 || true)
+if [ -z "$qemu" ]; then
+  echo "SKIPPED: qemu-x86_64 is not installed (Debian package qemu-user)"
+  exit 0
+fi
+fail=0
+for pair in Haswell:avx2 Nehalem:baseline; do
+  cpu=${pair%%:*} want=${pair##*:}
+  echo "== qemu-x86_64 -cpu $cpu (expect cpu kernels: $want)"
+  out=$("$qemu" -cpu "$cpu" "$bench" --suite quick --repeats 1 2>&1); rc=$?
+  echo "$out" | grep -E "^cpu kernels|total" | head -3
+  if [ $rc -ne 0 ]; then echo "FAIL: convgraph-bench exited $rc under -cpu $cpu"; echo "$out" | tail -5; fail=1; fi
+  if ! echo "$out" | grep -q "^cpu kernels: $want "; then echo "FAIL: -cpu $cpu did not run the $want kernels"; fail=1; fi
+  out=$("$qemu" -cpu "$cpu" "$tests" "[isa-small],CPU levels: names*" 2>&1); rc=$?
+  echo "$out" | grep -E "CPU level|test cases" | head -3
+  if [ $rc -ne 0 ]; then echo "FAIL: the small sweep failed under -cpu $cpu"; echo "$out" | tail -15; fail=1; fi
+done
+[ $fail -eq 0 ] && echo "qemu: every CPU ran its level's kernels"
+exit $fail
