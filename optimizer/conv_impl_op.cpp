@@ -24,15 +24,21 @@ std::vector<std::int64_t> written_shape(const ConvProblem& p) {
   return {};
 }
 
+/// NaN and infinities must sit where the reference has them (NaN for NaN, +inf for +inf,
+/// -inf for -inf); elsewhere both are finite and differ by at most the tolerance,
+/// relative to the largest finite |reference|. The first special-value mismatch is
+/// reported at once.
 template <class T>
 ConvCheck compare_typed(const T* got, const T* want, std::int64_t n, double rel) {
   ConvCheck c;
-  for (std::int64_t i = 0; i < n; ++i) c.scale = std::max(c.scale, std::abs(static_cast<double>(want[i])));
+  for (std::int64_t i = 0; i < n; ++i)
+    if (std::isfinite(want[i])) c.scale = std::max(c.scale, std::abs(static_cast<double>(want[i])));
   c.tolerance = rel * std::max(c.scale, 1e-12);
   for (std::int64_t i = 0; i < n; ++i) {
     const double g = static_cast<double>(got[i]), w = static_cast<double>(want[i]);
-    const double e = std::abs(g - w);
-    if (std::isnan(e)) {  // NaN or inf - inf: always a mismatch, reported at once
+    const bool same_special = std::isnan(w) ? std::isnan(g) : std::isinf(w) ? g == w : std::isfinite(g);
+    if (!same_special) {
+      c.special = true;
       c.max_error = NAN;
       c.index = i;
       c.got = g;
@@ -40,6 +46,8 @@ ConvCheck compare_typed(const T* got, const T* want, std::int64_t n, double rel)
       c.ok = false;
       return c;
     }
+    if (!std::isfinite(w)) continue;  // matching NaN / inf
+    const double e = std::abs(g - w);
     if (e > c.max_error || c.index < 0) {
       c.max_error = e;
       c.index = i;
@@ -96,6 +104,11 @@ ConvCheck compare_conv_results(const void* got, const void* want, std::int64_t n
 std::string ConvCheck::to_string() const {
   std::ostringstream os;
   os.precision(6);
+  if (special) {
+    os << "NaN/inf mismatch at element " << index << " (got " << got << ", reference " << want
+       << "): NaN and infinities must be where the reference has them";
+    return os.str();
+  }
   os << "largest error " << max_error << " at element " << index << " (got " << got << ", reference "
      << want << "); tolerance " << tolerance << " (relative to max |reference| " << scale << ")";
   return os.str();
@@ -251,7 +264,7 @@ void ConvImplOp::perform(const std::vector<Tensor>& inputs, Tensor& output, cons
   ConvCheck c = compare_conv_results(got.raw(), want.raw(), want.numel(), rp.dtype);
   if (p.dtype != rp.dtype) {  // 16-bit storage: judge with the storage type's tolerance
     c.tolerance = conv_relative_tolerance(p.dtype) * std::max(c.scale, 1e-12);
-    c.ok = c.max_error <= c.tolerance;
+    c.ok = !c.special && c.max_error <= c.tolerance;
   }
   if (!c.ok)
     throw MismatchError(msg("DebugMode: ", who, " computed with algorithm ", algo.name(),

@@ -1,14 +1,19 @@
-// The persistent tuning cache: parsing, validation and atomic, merged, locked writes.
+// The persistent tuning cache: parsing, validation, safe reads (regular convgraph caches
+// only, bounded) and atomic, merged, locked writes that clean up after killed writers.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -36,27 +41,172 @@ std::string sanitize(std::string_view s) {
   return r;
 }
 
-bool read_file(const std::string& path, std::string& text, bool& exists) {
-  std::ifstream in(path, std::ios::binary);
-  exists = static_cast<bool>(in);
-  if (!in) return errno == ENOENT;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  text = ss.str();
-  return true;
+std::string errno_text(int e = errno) { return std::strerror(e); }
+
+/// "a directory", "a FIFO (named pipe)"...: what a non-regular file is, for messages.
+std::string kind_text(mode_t m) {
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISFIFO(m)) return "a FIFO (named pipe)";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISSOCK(m)) return "a socket";
+  if (S_ISLNK(m)) return "a symbolic link";
+  return "not a regular file";
 }
 
-std::string errno_text() { return std::strerror(errno); }
+std::string mib_text(std::size_t bytes) { return msg(bytes >> 20, " MiB"); }
+
+/// What is at a cache path, and its text when it could be read.
+struct Probe {
+  enum Kind {
+    missing,  ///< nothing there: write a new cache
+    cache,    ///< a regular file starting with the header (valid or not: parse decides)
+    refused,  ///< anything else: never read further, never replaced
+  } kind = missing;
+  std::string text;  ///< the file's text (kind == cache)
+  std::string why;   ///< what it is (kind == refused)
+};
+
+/// Looks at `path` without ever blocking or reading without bound: stat first (a FIFO or
+/// device is never opened), then an O_NONBLOCK open re-checked with fstat (the path may
+/// have changed in between), then at most TuningCache::kMaxBytes + 1 bytes.
+Probe probe_path(const std::string& path) {
+  Probe r;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    const int e = errno;
+    struct stat lst {};
+    if (e == ENOENT && ::lstat(path.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode)) {
+      r.kind = Probe::refused;
+      r.why = "it is a symbolic link to a missing file";
+    } else if (e != ENOENT && e != ENOTDIR) {  // ENOTDIR: a folder on the way is a file; save() says so
+      r.kind = Probe::refused;
+      r.why = "it cannot be examined: " + errno_text(e);
+    }
+    return r;
+  }
+  r.kind = Probe::refused;
+  if (!S_ISREG(st.st_mode)) {
+    r.why = "it is " + kind_text(st.st_mode) + ", not a regular file";
+    return r;
+  }
+  constexpr std::size_t cap = TuningCache::kMaxBytes;
+  if (static_cast<std::size_t>(st.st_size) > cap) {
+    r.why = msg("it is ", st.st_size, " bytes, more than the ", mib_text(cap), " a tuning cache may have");
+    return r;
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) {
+    r.why = "it cannot be opened for reading: " + errno_text();
+    return r;
+  }
+  struct stat fst {};
+  if (::fstat(fd, &fst) != 0 || !S_ISREG(fst.st_mode)) {
+    r.why = "it is " + kind_text(fst.st_mode) + ", not a regular file";
+    ::close(fd);
+    return r;
+  }
+  std::string text;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      r.why = "it cannot be read: " + errno_text();
+      ::close(fd);
+      return r;
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<std::size_t>(n));
+    if (text.size() > cap) {
+      r.why = msg("it is larger than the ", mib_text(cap), " a tuning cache may have");
+      ::close(fd);
+      return r;
+    }
+  }
+  ::close(fd);
+  // Ours: empty (nothing to lose), or starting with the header (or a prefix of it).
+  const std::size_t n = std::min(text.size(), kMagic.size());
+  if (text.compare(0, n, kMagic.data(), n) != 0) {
+    const std::string first = text.substr(0, std::min(text.find('\n'), std::size_t{60}));
+    std::string shown;
+    for (const char c : first) shown += (c >= 0x20 && c < 0x7f) ? c : '?';
+    r.why = "it is not a convgraph tuning cache (it starts with '" + shown + "', not '" + std::string(kMagic) + "')";
+    return r;
+  }
+  r.kind = Probe::cache;
+  r.text = std::move(text);
+  return r;
+}
+
+/// "<dir>/<name>.tmp.": the prefix of every temporary file of a cache path.
+std::string temp_prefix(const std::string& path) {
+  const std::filesystem::path p(path);
+  return p.filename().string() + ".tmp.";
+}
+
+std::string host_tag() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0 || !*host) return "localhost";
+  std::string h = host;
+  for (auto& c : h)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-') c = '_';  // no '.' in the tag
+  return h;
+}
+
+/// Removes temporary files a killed writer left next to `path`. Called with the writers'
+/// lock held: every live writer creates and renames its temporary under that lock, so
+/// any temporary present now is a leftover. Still, as a guard against a lock that is not
+/// shared (NFS without lock support, a foreign tool): a name "<host>.<pid>.XXXXXX" of
+/// this host is removed only when that pid no longer exists (or is this process, which
+/// holds the lock); any other name only when older than kStaleTempSeconds.
+void remove_stale_temporaries(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  const std::string prefix = temp_prefix(path);
+  const std::string mine = host_tag() + ".";
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    struct stat st {};
+    if (::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    const std::string rest = name.substr(prefix.size());
+    bool stale = std::difftime(std::time(nullptr), st.st_mtime) > TuningCache::kStaleTempSeconds;
+    if (!stale && rest.rfind(mine, 0) == 0) {
+      const std::string pid_text = rest.substr(mine.size(), rest.find('.', mine.size()) - mine.size());
+      char* endp = nullptr;
+      const long pid = std::strtol(pid_text.c_str(), &endp, 10);
+      if (!pid_text.empty() && *endp == '\0' && pid > 0)
+        stale = pid == static_cast<long>(::getpid()) ||
+                (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH);
+    }
+    if (stale) ::unlink(it->path().c_str());
+  }
+}
 
 /// Serialises writers, in this process and across processes: an flock on a side file
-/// (locking the cache file itself would not survive the rename that replaces it).
+/// (locking the cache file itself would not survive the rename that replaces it). The
+/// lock file must be a regular file (never a FIFO or device someone put there).
 class FileLock {
  public:
   explicit FileLock(const std::string& path) {
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) return;
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0644);
+    if (fd_ < 0) {
+      error_ = errno_text();
+      return;
+    }
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+      error_ = "it is " + kind_text(st.st_mode) + ", not a regular file";
+      ::close(fd_);
+      fd_ = -1;
+      return;
+    }
     while (::flock(fd_, LOCK_EX) != 0) {
       if (errno != EINTR) {
+        error_ = errno_text();
         ::close(fd_);
         fd_ = -1;
         return;
@@ -70,11 +220,13 @@ class FileLock {
     }
   }
   bool ok() const { return fd_ >= 0; }
+  const std::string& error() const { return error_; }
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;
 
  private:
   int fd_ = -1;
+  std::string error_;
 };
 
 /// Writes `text` to a fresh temporary file next to `path`, syncs it, renames it over
@@ -82,10 +234,11 @@ class FileLock {
 std::string write_atomically(const std::string& path, const std::string& text) {
   namespace fs = std::filesystem;
   const fs::path target(path);
-  std::string tmpl = (target.parent_path() / (target.filename().string() + ".tmp.XXXXXX")).string();
+  const std::string tmpl =
+      (target.parent_path() / (temp_prefix(path) + host_tag() + "." + std::to_string(::getpid()) + ".XXXXXX")).string();
   std::vector<char> name(tmpl.begin(), tmpl.end());
   name.push_back('\0');
-  const int fd = ::mkstemp(name.data());
+  const int fd = ::mkostemp(name.data(), O_CLOEXEC);
   if (fd < 0) return "cannot create a temporary file next to it: " + errno_text();
   std::size_t done = 0;
   while (done < text.size()) {
@@ -159,8 +312,14 @@ std::string TuningCache::make_key(std::string_view device, const ConvProblem& p,
   return sanitize(device) + '\t' + sanitize(p.key()) + '\t' + sanitize(set);
 }
 
-bool TuningCache::parse(const std::string& text, Entries& out, std::string& error) {
+bool TuningCache::parse(const std::string& raw, Entries& out, std::string& error) {
   out.clear();
+  // CRLF line endings (a file edited on Windows) read as LF: no key, name or number
+  // ever holds a '\r' (sanitize), so dropping the one before each '\n' is unambiguous.
+  std::string text;
+  text.reserve(raw.size());
+  for (std::size_t i = 0; i < raw.size(); ++i)
+    if (!(raw[i] == '\r' && i + 1 < raw.size() && raw[i + 1] == '\n')) text += raw[i];
   if (text.empty()) {
     error = "the file is empty";
     return false;
@@ -243,17 +402,19 @@ std::string TuningCache::serialize(const Entries& entries) {
 void TuningCache::load() {
   load_error_.clear();
   entries_.clear();
+  refused_ = false;
   if (path_.empty()) return;
-  std::string text;
-  bool exists = false;
-  if (!read_file(path_, text, exists)) {
-    load_error_ = "cannot be read: " + errno_text();
-    warn("tuning cache " + path_ + " " + load_error_ + "; starting with an empty cache");
+  Probe pr = probe_path(path_);
+  if (pr.kind == Probe::missing) return;
+  if (pr.kind == Probe::refused) {
+    refused_ = true;
+    load_error_ = pr.why;
+    warn("tuning cache " + path_ + " refused: " + pr.why +
+         "; it is left alone and tuning results are kept in memory only (choose another metaopt.cache)");
     return;
   }
-  if (!exists) return;
   Entries parsed;
-  if (!parse(text, parsed, load_error_)) {
+  if (!parse(pr.text, parsed, load_error_)) {
     warn("tuning cache " + path_ + " ignored: " + load_error_ + "; it will be rewritten");
     return;
   }
@@ -276,32 +437,60 @@ std::size_t TuningCache::size() const {
 
 void TuningCache::save() {
   if (pending_.empty()) return;
-  if (path_.empty()) {  // memory only
+  auto keep_in_memory = [this] {
     for (auto& [k, e] : pending_) entries_[k] = e;
     pending_.clear();
-    return;
-  }
+  };
+  if (path_.empty() || refused_) return keep_in_memory();  // a refusal was warned about by load()
   namespace fs = std::filesystem;
   std::error_code ec;
-  const fs::path parent = fs::path(path_).parent_path();
+  // A symbolic link is kept: its target is what gets replaced.
+  std::string target = path_;
+  if (fs::is_symlink(path_, ec)) {
+    const fs::path real = fs::canonical(path_, ec);
+    if (ec) {
+      warn("tuning cache " + path_ + " refused: it is a symbolic link that cannot be resolved (" + ec.message() +
+           "); not saved");
+      refused_ = true;
+      return keep_in_memory();
+    }
+    target = real.string();
+  }
+  auto refuse = [&](const std::string& why) {
+    warn("tuning cache " + path_ + " refused: " + why + "; it is left alone and tuning results are not saved");
+    refused_ = true;
+    keep_in_memory();
+  };
+  // Look before creating folders or the lock file (never "/dev/null.lock").
+  if (Probe pr = probe_path(target); pr.kind == Probe::refused) return refuse(pr.why);
+  const fs::path parent = fs::path(target).parent_path();
   if (!parent.empty()) fs::create_directories(parent, ec);
   if (ec) {
     warn("tuning cache " + path_ + ": cannot create " + parent.string() + ": " + ec.message() + "; not saved");
     return;
   }
   std::lock_guard<std::mutex> in_process(save_mutex());
-  FileLock lock(path_ + ".lock");
+  FileLock lock(target + ".lock");
   if (!lock.ok()) {
-    warn("tuning cache " + path_ + ": cannot lock " + path_ + ".lock: " + errno_text() + "; not saved");
+    warn("tuning cache " + path_ + ": cannot lock " + target + ".lock: " + lock.error() + "; not saved");
     return;
   }
-  // Merge with what other processes wrote since we loaded; a bad file is replaced.
+  remove_stale_temporaries(target);
+  // Merge with what other processes wrote since we loaded; a bad cache is replaced,
+  // anything that is not a cache (it may have appeared since load()) is left alone.
+  const Probe pr = probe_path(target);
+  if (pr.kind == Probe::refused) return refuse(pr.why);
   Entries merged;
-  std::string text, error;
-  bool exists = false;
-  if (read_file(path_, text, exists) && exists && !parse(text, merged, error)) merged.clear();
+  std::string error;
+  if (pr.kind == Probe::cache && !parse(pr.text, merged, error)) merged.clear();
   for (const auto& [k, e] : pending_) merged[k] = e;
-  if (const std::string err = write_atomically(path_, serialize(merged)); !err.empty()) {
+  const std::string text = serialize(merged);
+  if (text.size() > kMaxBytes) {
+    warn(msg("tuning cache ", path_, ": ", merged.size(), " entries would take ", text.size(), " bytes, more than the ",
+             mib_text(kMaxBytes), " a tuning cache may have; not saved (delete it to start afresh)"));
+    return keep_in_memory();
+  }
+  if (const std::string err = write_atomically(target, text); !err.empty()) {
     warn("tuning cache " + path_ + ": " + err + "; not saved");
     return;
   }

@@ -49,11 +49,17 @@ struct Function::Impl {
     std::size_t arena_bytes = 0, total_bytes = 0;
     std::size_t workspace_bytes[2] = {0, 0};  // per device: one shared scratch each
   };
-  mutable std::mutex mu;                  // one call at a time: the arena is shared
+  // Thread safety. Calls run one at a time under run_mu: they share the plan, the arena
+  // and the workspaces, and ops keep per-node state (a conv's per-shape choice). What
+  // accessors read (the byte counts, the profile) is published under stats_mu, so they
+  // never wait for a running call and never see a half-updated profile.
+  mutable std::mutex run_mu;                      // guards plan, arena, workspace
   mutable std::optional<Plan> plan;
   mutable std::shared_ptr<Storage> arena;
   mutable std::shared_ptr<Storage> workspace[2];  // indexed by DeviceKind
+  mutable std::mutex stats_mu;                    // guards profile, arena_bytes, total_bytes
   mutable ProfileStats profile;
+  mutable std::size_t arena_bytes = 0, total_bytes = 0;  // of the last call's plan
 
   explicit Impl(FunctionGraph g) : graph(std::move(g)) {}
 
@@ -123,7 +129,9 @@ struct Function::Impl {
       if (p.workspace_bytes[d] > 0 && (!workspace[d] || workspace[d]->bytes < p.workspace_bytes[d]))
         workspace[d] = allocate_on(static_cast<DeviceKind>(d), p.workspace_bytes[d]);
     plan = std::move(p);
-    profile.peak_bytes = plan->arena_bytes;
+    std::lock_guard<std::mutex> stats(stats_mu);
+    profile.peak_bytes = arena_bytes = plan->arena_bytes;
+    total_bytes = plan->total_bytes;
     return *plan;
   }
 
@@ -170,7 +178,7 @@ struct Function::Impl {
   }
 
   std::vector<Tensor> run(const std::vector<Tensor>& args) const {
-    std::lock_guard<std::mutex> lock(mu);
+    std::lock_guard<std::mutex> lock(run_mu);
     check_args(args);
     const auto t_call = Clock::now();
     const Plan& p = plan_for(args);
@@ -182,6 +190,13 @@ struct Function::Impl {
     std::size_t step = 0;
     std::vector<Tensor> ins;
     std::ostringstream trace;  // Chrome trace events of this call, when profiling
+    // This call's per-node statistics (profile=true), merged into `profile` at the end:
+    // the labels never change after compile(), so they are read without stats_mu.
+    struct Sample {
+      double seconds = 0;
+      std::size_t output_bytes = 0, workspace_bytes = 0;
+    };
+    std::vector<Sample> samples(mode.profile ? profile.nodes.size() : 0);
     for (std::size_t i = 0; i < order.size(); ++i) {
       const Var& v = order[i];
       if (v.is_input()) continue;
@@ -208,18 +223,18 @@ struct Function::Impl {
         throw MemoryError(msg("while running node ", node_label(v), ": out of memory"));
       }
       if (mode.profile) {
-        NodeProfile& np = profile.nodes[step];
+        const NodeProfile& np = profile.nodes[step];  // node, op, implementation: fixed
+        Sample& sample = samples[step];
         const double dt = seconds_since(t0);
-        np.calls++;
-        np.seconds += dt;
+        sample.seconds = dt;
         const double start_us = std::chrono::duration<double, std::micro>(t0 - t_call).count();
         trace << (step ? ",\n" : "") << "{\"name\":\"" << np.op << "\",\"cat\":\"" << (np.implementation.empty() ? "op" : np.implementation)
               << "\",\"ph\":\"X\",\"ts\":" << start_us << ",\"dur\":" << dt * 1e6
               << ",\"pid\":1,\"tid\":1,\"args\":{\"node\":\"" << detail::escape_quotes(np.node) << "\"}}";
-        np.output_bytes = values[i].nbytes();
+        sample.output_bytes = values[i].nbytes();
         std::vector<TensorType> tys;
         for (const auto& in : v.inputs()) tys.push_back(p.types[static_cast<std::size_t>(slot.at(in.node()))]);
-        np.workspace_bytes = v.op()->workspace_bytes(tys);
+        sample.workspace_bytes = v.op()->workspace_bytes(tys);
       }
       ++step;
     }
@@ -231,6 +246,14 @@ struct Function::Impl {
       for (const auto& prev : outs) fresh = fresh && prev.storage() != val.storage();
       outs.push_back(fresh ? val : val.clone());
     }
+    std::lock_guard<std::mutex> stats(stats_mu);
+    for (std::size_t n = 0; n < samples.size(); ++n) {
+      NodeProfile& np = profile.nodes[n];
+      np.calls++;
+      np.seconds += samples[n].seconds;
+      np.output_bytes = samples[n].output_bytes;
+      np.workspace_bytes = samples[n].workspace_bytes;
+    }
     profile.calls++;
     profile.call_seconds += seconds_since(t_call);
     if (mode.profile) profile.chrome_trace = "{\"traceEvents\":[\n" + trace.str() + "\n]}\n";
@@ -241,10 +264,19 @@ struct Function::Impl {
 std::vector<Tensor> Function::operator()(const std::vector<Tensor>& args) const { return impl_->run(args); }
 const FunctionGraph& Function::graph() const { return impl_->graph; }
 const Mode& Function::mode() const { return impl_->mode; }
-const ProfileStats& Function::profile() const { return impl_->profile; }
+ProfileStats Function::profile() const {
+  std::lock_guard<std::mutex> lock(impl_->stats_mu);
+  return impl_->profile;  // a snapshot: later calls do not change it
+}
 const CompileStats& Function::compile_stats() const { return impl_->stats; }
-std::size_t Function::peak_bytes() const { return impl_->plan ? impl_->plan->arena_bytes : 0; }
-std::size_t Function::total_intermediate_bytes() const { return impl_->plan ? impl_->plan->total_bytes : 0; }
+std::size_t Function::peak_bytes() const {
+  std::lock_guard<std::mutex> lock(impl_->stats_mu);
+  return impl_->arena_bytes;
+}
+std::size_t Function::total_intermediate_bytes() const {
+  std::lock_guard<std::mutex> lock(impl_->stats_mu);
+  return impl_->total_bytes;
+}
 
 std::string Function::describe() const {
   std::ostringstream os;

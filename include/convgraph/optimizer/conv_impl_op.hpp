@@ -80,11 +80,14 @@ ConvTensors conv_tensors(ConvDirection d, const void* in0, const void* in1, void
 
 /// Largest deviation of `got` from `want` (n elements of `dtype`, host memory), judged
 /// against the tolerance DebugMode and the meta-optimizer use: relative to the largest
-/// |want|, 1e-9 for float64, 1e-3 for float32, 1e-2 for 16-bit floats. NaN never passes.
+/// finite |want|, 1e-9 for float64, 1e-3 for float32, 1e-2 for 16-bit floats. NaN and
+/// infinities must be exactly where `want` has them (NaN for NaN, inf of the same sign);
+/// any other NaN or inf fails (`special`, with its index).
 struct ConvCheck {
   bool ok = true;
-  double max_error = 0;      ///< largest |got - want| (NaN if any element is NaN)
-  double scale = 0;          ///< largest |want|
+  bool special = false;      ///< failed on a NaN/inf that the reference does not have there
+  double max_error = 0;      ///< largest |got - want| over finite elements (NaN if `special`)
+  double scale = 0;          ///< largest finite |want|
   double tolerance = 0;      ///< allowed max_error
   std::int64_t index = -1;   ///< where max_error occurs
   double got = 0, want = 0;  ///< the values there

@@ -2,6 +2,7 @@
 /// The meta-optimizer (conv_meta): times every applicable candidate algorithm for a
 /// convolution on random data of its real shapes, checks each result against the
 /// reference, keeps the fastest, and remembers the choice in a persistent tuning cache.
+#include <cstddef>
 #include <functional>
 #include <map>
 #include <memory>
@@ -40,13 +41,32 @@ struct TuningEntry {
 ///   ...
 ///   end <entry count>
 /// keyed by device fingerprint, ConvProblem::key() (dtypes, workspace limit) and the
-/// candidate set with each candidate's version. A corrupt, truncated or foreign file is
-/// ignored with a warning (and replaced at the next save). save() merges with what is on
-/// disk under an flock on "<path>.lock" and replaces the file atomically (temporary file
-/// in the same folder, fsync, rename), so concurrent writers never corrupt it.
+/// candidate set with each candidate's version. CRLF line endings are read as LF.
+///
+/// What is at the path decides what happens to it:
+///  - nothing: created at the first save;
+///  - a convgraph cache (a regular file starting with the header, at most kMaxBytes):
+///    read; a corrupt, truncated, empty or other-version one is ignored with a warning
+///    and replaced at the next save;
+///  - anything else (a directory, FIFO, device, socket, a file without the header, an
+///    unreadable or oversized file): refused with a warning naming the path and what it
+///    is, never opened for writing, never replaced; tuning then proceeds in memory only.
+///    FIFOs and devices are never read (stat first; the open is O_NONBLOCK and re-checked
+///    with fstat), and reads stop at kMaxBytes.
+/// A symbolic link is followed: its target is read and replaced, the link kept.
+/// save() merges with what is on disk under an flock on "<path>.lock" and replaces the
+/// file atomically (temporary file "<path>.tmp.<host>.<pid>.XXXXXX" in the same folder,
+/// fsync, rename), so concurrent writers never corrupt it. Temporary files only exist
+/// while their writer holds the lock, so a writer that holds it removes every temporary
+/// left by a killed writer: those of this host whose pid no longer exists, and any
+/// (another host's, an unparsable name) older than kStaleTempSeconds.
 class TuningCache {
  public:
   static constexpr int kFormatVersion = 1;
+  /// Largest file read or written (about 40 000 entries).
+  static constexpr std::size_t kMaxBytes = std::size_t{8} << 20;
+  /// Age after which a temporary file whose writer cannot be checked counts as stale.
+  static constexpr int kStaleTempSeconds = 600;
   using Warn = std::function<void(const std::string&)>;
   using Entries = std::map<std::string, TuningEntry>;
 
@@ -61,8 +81,11 @@ class TuningCache {
   const std::string& path() const { return path_; }
   /// (Re)reads the file. A missing file is an empty cache; a bad one is warned about.
   void load();
-  /// Why the last load() ignored the file; empty when it was fine or missing.
+  /// Why the last load() ignored or refused the file; empty when it was fine or missing.
   const std::string& load_error() const { return load_error_; }
+  /// True when what is at the path is not a convgraph cache: it is left alone and
+  /// save() keeps entries in memory only.
+  bool refused() const { return refused_; }
   const TuningEntry* find(const std::string& key) const;
   void put(const std::string& key, TuningEntry entry);
   bool dirty() const { return !pending_.empty(); }
@@ -84,6 +107,7 @@ class TuningCache {
   Entries entries_;  ///< as last read or written
   Entries pending_;  ///< new since then
   std::string load_error_;
+  bool refused_ = false;
 };
 
 /// "cpu Intel(R) Xeon(R) ... threads=2", "cuda NVIDIA H200 cudnn 90100": the device part

@@ -17,7 +17,8 @@ class Function {
  public:
   /// Runs the compiled graph. Checks the number, dtypes and shapes of the arguments
   /// (RuntimeError/TypeError/ShapeError naming the input); a failed call leaves the
-  /// Function usable.
+  /// Function usable. Safe to call from several threads at once: calls on one Function
+  /// run one at a time (they share its buffers); every call returns tensors of its own.
   std::vector<Tensor> operator()(const std::vector<Tensor>& args) const;
   /// The optimized graph.
   const FunctionGraph& graph() const;
@@ -25,11 +26,13 @@ class Function {
   /// One line per node: what it became and why (priority, timing, cache hit).
   std::string describe() const;
   /// Bytes of the intermediate-buffer arena of the last call's plan (after reuse) and
-  /// the sum of the sizes of every intermediate tensor (without reuse).
+  /// the sum of the sizes of every intermediate tensor (without reuse). 0 before the
+  /// first call. Like profile(), safe while other threads call the Function.
   std::size_t peak_bytes() const;
   std::size_t total_intermediate_bytes() const;
-  /// Per-node statistics, collected when the mode has profile=true.
-  const ProfileStats& profile() const;
+  /// Per-node statistics, collected when the mode has profile=true: a snapshot copy,
+  /// taken between calls (never a half-recorded call).
+  ProfileStats profile() const;
   /// Time spent in compile() per optimizer pass, and in total (seconds).
   const CompileStats& compile_stats() const;
 
