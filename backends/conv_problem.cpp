@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "convgraph/core/error.hpp"
+#include "core/checked_math.hpp"
 
 namespace convgraph {
 
@@ -16,6 +17,8 @@ std::string_view direction_name(ConvDirection d) {
 }
 
 namespace {
+constexpr std::size_t kMaxConvOperandBytes = std::size_t{1} << 62;
+
 std::string shape_str(const std::vector<std::int64_t>& v) {
   std::ostringstream os;
   os << '(';
@@ -63,16 +66,31 @@ ConvProblem ConvProblem::make(ConvDirection dir, const ConvParams& params,
     q.kernel[ua] = w[ua + 2];
     q.stride[ua] = p.stride[ua];
     q.dilation[ua] = p.dilation[ua];
-    auto [p0, p1] = p.border.axis_pads(a, q.dilated_kernel(a));
+    const std::int64_t dk = detail::checked_add(
+        detail::checked_mul(q.kernel[ua] - 1, q.dilation[ua], op, "the dilated kernel size (k - 1) * dilation"), 1, op,
+        "the dilated kernel size");
+    auto [p0, p1] = p.border.axis_pads(a, dk);
     q.pad_pre[ua] = p0;
     q.pad_post[ua] = p1;
-    const std::int64_t span = q.in[ua] + p0 + p1 - q.dilated_kernel(a);
+    const std::int64_t span = detail::checked_sub(
+        detail::checked_add(detail::checked_add(q.in[ua], p0, op, "input size + padding"), p1, op, "input size + padding"),
+        dk, op, "padded input size - dilated kernel size");
     if (span < 0)
       throw ShapeError(msg(op, ": output size of spatial axis ", a, " would be below 1: input ", q.in[ua],
                            " + padding ", p0, "+", p1, " is smaller than the dilated kernel ",
                            q.dilated_kernel(a), " (input ", shape_str(x), ", filters ", shape_str(w),
                            ", ", p.to_string(), ")"));
     q.out[ua] = span / q.stride[ua] + 1;
+  }
+  // x, w and y must each be below 2^62 bytes (no machine holds more): every per-tensor
+  // product the algorithms form then fits int64, and a sum of three such sizes fits size_t.
+  const std::pair<const char*, std::vector<std::int64_t>> operands[] = {
+      {"input", q.x_shape()}, {"filters", q.w_shape()}, {"output", q.y_shape()}};
+  for (const auto& [what, shape] : operands) {
+    const std::size_t bytes = detail::checked_nbytes(shape, dtype, msg(op, ": the ", what));
+    if (bytes > kMaxConvOperandBytes)
+      throw ShapeError(msg(op, ": the ", what, " ", dtype_name(dtype), shape_str(shape), " needs ", bytes,
+                           " bytes, more than the ", kMaxConvOperandBytes, " bytes a convolution operand may have"));
   }
   q.flip = p.filter_flip;
   q.dtype = dtype;

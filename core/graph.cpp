@@ -5,6 +5,8 @@
 #include <sstream>
 #include <unordered_set>
 
+#include "core/checked_math.hpp"
+
 namespace convgraph {
 
 namespace {
@@ -85,6 +87,9 @@ Var apply(OpPtr op, std::vector<Var> inputs, std::string name) {
   }
   auto node = std::make_shared<Node>();
   node->type = op->infer(types);
+  // One place for every op: a static type whose known dims overflow (or are negative)
+  // could never be allocated; refuse it when the node is built, naming the op.
+  detail::check_static_shape(node->type.shape, node->type.dtype, op->label());
   node->op = std::move(op);
   node->inputs = std::move(inputs);
   node->name = std::move(name);
@@ -97,6 +102,7 @@ Var input(DType dtype, Shape shape, std::string name) {
     if (d < -1)
       throw ShapeError(msg("input '", name, "': dimension ", d, " in ", shape_to_string(shape),
                            " is invalid (use -1 for unknown)"));
+  detail::check_static_shape(shape, dtype, msg("input '", name, "'"));
   auto node = std::make_shared<Node>();
   node->type = TensorType{dtype, std::move(shape), DeviceKind::cpu};
   node->name = std::move(name);

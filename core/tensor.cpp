@@ -1,33 +1,58 @@
 #include "convgraph/core/tensor.hpp"
 
+#include "core/checked_math.hpp"
 #include "core/dtype_dispatch.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <sstream>
+
+#include <sys/sysinfo.h>
 
 namespace convgraph {
 
 std::string_view device_name(DeviceKind d) { return d == DeviceKind::cpu ? "cpu" : "cuda"; }
 
+namespace {
+// RAM + swap of this machine, or 0 when unknown: no single host allocation may exceed it.
+std::size_t machine_memory_bytes() {
+  static const std::size_t total = [] {
+    struct sysinfo si {};
+    if (sysinfo(&si) != 0) return std::size_t{0};
+    const unsigned long long unit = si.mem_unit ? si.mem_unit : 1;
+    const unsigned long long ram = static_cast<unsigned long long>(si.totalram) * unit;
+    const unsigned long long swap = static_cast<unsigned long long>(si.totalswap) * unit;
+    return static_cast<std::size_t>(ram + swap);
+  }();
+  return total;
+}
+}  // namespace
+
 std::shared_ptr<Storage> allocate_host(std::size_t bytes) {
-  auto s = std::make_shared<Storage>();
+  if (bytes > static_cast<std::size_t>(detail::kMaxBytes) - 63)
+    throw MemoryError(msg("allocate_host: cannot allocate ", bytes, " bytes (more than can be addressed)"));
+  if (const std::size_t limit = machine_memory_bytes(); limit > 0 && bytes > limit)
+    throw MemoryError(msg("allocate_host: cannot allocate ", bytes, " bytes (", static_cast<double>(bytes) / (1ull << 30),
+                          " GiB): more than this machine's ", limit, " bytes of RAM + swap"));
   const std::size_t rounded = (std::max<std::size_t>(bytes, 1) + 63) / 64 * 64;
+  std::shared_ptr<Storage> s;
+  try {
+    s = std::make_shared<Storage>();
+    s->deleter = [](void* p) { std::free(p); };
+  } catch (const std::bad_alloc&) {
+    throw MemoryError(msg("allocate_host: out of memory allocating the descriptor of a ", bytes, "-byte buffer"));
+  }
   s->data = std::aligned_alloc(64, rounded);
   if (!s->data) throw MemoryError(msg("allocate_host: could not allocate ", bytes, " bytes"));
   s->bytes = bytes;
   s->device = DeviceKind::cpu;
-  s->deleter = [](void* p) { std::free(p); };
   return s;
 }
 
-std::int64_t numel(const Shape& s) {
-  std::int64_t n = 1;
-  for (auto d : s) n *= d;
-  return n;
-}
+std::int64_t numel(const Shape& s) { return detail::checked_numel(s, "numel"); }
 
 std::string shape_to_string(const Shape& s) {
   std::ostringstream os;
@@ -47,21 +72,12 @@ Shape contiguous_strides(const Shape& s) {
   std::int64_t acc = 1;
   for (std::size_t i = s.size(); i-- > 0;) {
     st[i] = acc;
-    acc *= s[i];
+    acc = detail::checked_mul(acc, s[i], "contiguous_strides", "the stride");
   }
   return st;
 }
 
 namespace {
-void check_shape(const Shape& shape, const char* who) {
-  for (auto d : shape)
-    if (d < 0) throw ShapeError(msg(who, ": shape ", shape_to_string(shape), " has a negative dimension"));
-  std::int64_t n = 1;
-  for (auto d : shape)
-    if (__builtin_mul_overflow(n, d, &n))
-      throw ShapeError(msg(who, ": shape ", shape_to_string(shape), " has more elements than fit in int64"));
-}
-
 // IEEE half and bfloat16 storage, converted through float on the host.
 float half_to_float(std::uint16_t h) {
   const std::uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ffu;
@@ -122,16 +138,23 @@ std::uint16_t float_to_bf16(float f) {
 }  // namespace
 
 Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
-  check_shape(shape_, "Tensor");
+  const std::size_t bytes = detail::checked_nbytes(shape_, dtype_, "Tensor");
   strides_ = contiguous_strides(shape_);
-  storage_ = allocate_host(static_cast<std::size_t>(numel()) * dtype_size(dtype_));
+  try {
+    storage_ = allocate_host(bytes);
+  } catch (const MemoryError& e) {
+    throw MemoryError(msg("Tensor: ", dtype_name(dtype_), shape_to_string(shape_), " needs ", bytes, " bytes; ", e.what()));
+  }
 }
 
 Tensor::Tensor(std::shared_ptr<Storage> storage, DType dtype, Shape shape, std::int64_t offset)
     : storage_(std::move(storage)), dtype_(dtype), shape_(std::move(shape)), offset_(offset) {
-  check_shape(shape_, "Tensor");
+  const std::size_t bytes = detail::checked_nbytes(shape_, dtype_, "Tensor");
   strides_ = contiguous_strides(shape_);
-  const std::size_t need = static_cast<std::size_t>(offset_ + numel()) * dtype_size(dtype_);
+  if (offset_ < 0) throw ValueError(msg("Tensor: offset ", offset_, " into storage is negative"));
+  const std::size_t need =
+      detail::checked_bytes_add(detail::checked_bytes(offset_, dtype_size(dtype_), "Tensor", "the offset"), bytes,
+                                "Tensor", "offset plus data");
   if (!storage_ || storage_->bytes < need)
     throw MemoryError(msg("Tensor: storage of ", storage_ ? storage_->bytes : 0, " bytes is too small for ",
                           dtype_name(dtype_), shape_to_string(shape_), " at offset ", offset_));
@@ -158,6 +181,8 @@ Tensor Tensor::from(const std::vector<double>& values, Shape shape, DType dtype)
 }
 
 Tensor Tensor::scalar(double value, DType dtype) { return from({value}, {}, dtype); }
+
+std::size_t Tensor::nbytes() const { return detail::checked_nbytes(shape_, dtype_, "Tensor::nbytes"); }
 
 std::int64_t Tensor::dim(int axis) const {
   const int r = rank();
@@ -227,24 +252,39 @@ void Tensor::set(std::int64_t i, double v) {
 }
 
 std::vector<double> Tensor::to_vector() const {
-  std::vector<double> out(static_cast<std::size_t>(numel()));
-  for (std::int64_t i = 0; i < numel(); ++i) out[static_cast<std::size_t>(i)] = get(i);
+  std::vector<double> out;
+  try {
+    out.resize(static_cast<std::size_t>(numel()));
+  } catch (const std::bad_alloc&) {
+    throw MemoryError(msg("Tensor::to_vector: out of memory allocating ", numel(), " doubles (",
+                          detail::checked_bytes(numel(), sizeof(double), "Tensor::to_vector", "the result"), " bytes)"));
+  }
+  for (std::int64_t i = 0, n = numel(); i < n; ++i) out[static_cast<std::size_t>(i)] = get(i);
   return out;
 }
 
 Tensor Tensor::reshape(Shape shape) const {
-  std::int64_t known = 1;
   int infer = -1;
   for (std::size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
-      if (infer >= 0) throw ShapeError("Tensor::reshape: at most one dimension may be -1");
+      if (infer >= 0)
+        throw ShapeError(msg("Tensor::reshape: target shape ", detail::dims_text(shape), " has more than one -1"));
       infer = static_cast<int>(i);
-    } else {
-      known *= shape[i];
+    } else if (shape[i] < 0) {
+      throw ShapeError(msg("Tensor::reshape: target shape ", detail::dims_text(shape), " has a negative dimension ",
+                           shape[i], " at axis ", i, " (only -1, for the one inferred dimension, is allowed)"));
     }
   }
-  if (infer >= 0 && known > 0) shape[static_cast<std::size_t>(infer)] = numel() / known;
-  if (convgraph::numel(shape) != numel())
+  if (infer >= 0) {
+    Shape rest = shape;
+    rest[static_cast<std::size_t>(infer)] = 1;
+    const std::int64_t known = detail::checked_numel(rest, "Tensor::reshape");
+    if (known == 0 || numel() % known != 0)
+      throw ShapeError(msg("Tensor::reshape: cannot reshape ", shape_to_string(shape_), " (", numel(), " elements) to ",
+                           detail::dims_text(shape)));
+    shape[static_cast<std::size_t>(infer)] = numel() / known;
+  }
+  if (detail::checked_numel(shape, "Tensor::reshape") != numel())
     throw ShapeError(msg("Tensor::reshape: cannot reshape ", shape_to_string(shape_), " (", numel(),
                          " elements) to ", shape_to_string(shape)));
   Tensor src = contiguous();
@@ -262,7 +302,9 @@ Tensor Tensor::permute(const std::vector<int>& axes) const {
   for (std::size_t i = 0; i < axes.size(); ++i) {
     const int a = axes[i];
     if (a < 0 || a >= rank() || seen[static_cast<std::size_t>(a)])
-      throw ShapeError("Tensor::permute: axes must be a permutation of 0..rank-1");
+      throw ShapeError(msg("Tensor::permute: axes ", detail::dims_text(Shape(axes.begin(), axes.end())),
+                           " must be a permutation of 0..", rank() - 1, " (axis ", a, " is ",
+                           a < 0 || a >= rank() ? "out of range" : "repeated", ")"));
     seen[static_cast<std::size_t>(a)] = true;
     v.shape_[i] = shape_[static_cast<std::size_t>(a)];
     v.strides_[i] = strides_[static_cast<std::size_t>(a)];
@@ -309,18 +351,18 @@ void Tensor::copy_from(const Tensor& src) {
     std::memcpy(raw(), src.raw(), nbytes());
     return;
   }
-  for (std::int64_t i = 0; i < numel(); ++i) set(i, src.get(i));
+  for (std::int64_t i = 0, n = numel(); i < n; ++i) set(i, src.get(i));
 }
 
 void Tensor::fill(double value) {
-  for (std::int64_t i = 0; i < numel(); ++i) set(i, value);
+  for (std::int64_t i = 0, n = numel(); i < n; ++i) set(i, value);
 }
 
 double max_abs_diff(const Tensor& a, const Tensor& b) {
   if (a.shape() != b.shape())
     throw ShapeError(msg("max_abs_diff: shapes ", shape_to_string(a.shape()), " and ", shape_to_string(b.shape()), " differ"));
   double m = 0;
-  for (std::int64_t i = 0; i < a.numel(); ++i) {
+  for (std::int64_t i = 0, n = a.numel(); i < n; ++i) {
     const double d = std::abs(a.get(i) - b.get(i));
     if (d > m || d != d) m = d != d ? INFINITY : d;
   }

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "convgraph/core/error.hpp"
+#include "core/checked_math.hpp"
 
 namespace convgraph {
 
@@ -41,6 +42,50 @@ std::int64_t merge_dim(std::int64_t a, std::int64_t b, const std::string& who, c
     throw ShapeError(msg(who, ": ", what, " dim[", axis, "] is ", a, " in ", shape_to_string(sa),
                          " but ", b, " in ", shape_to_string(sb)));
   return a;
+}
+
+// A grad node derives its result's spatial sizes from the other two operands; a size below
+// 1 means no input (filter) gives this output_grad: say so with the values, rather than
+// letting it pass as "unknown" and be reported as ambiguous.
+void check_derived_size(ConvDirection direction_, const ConvParams& params_, const std::string& me, std::size_t a,
+                        const Geometry& g, std::int64_t derived) {
+  const auto ai = static_cast<int>(a);
+  const std::int64_t d = params_.dilation[a];
+  if (direction_ == ConvDirection::grad_inputs) {
+    // get_conv_gradinputs_shape_1axis says kUnknown (-1) when it cannot tell, but -1 is
+    // also a real (invalid) size: decide from the operands.
+    if (!known(g.w[a + 2]) || !known(g.y[a + 2]) || params_.stride[a] != 1 || derived >= 1) return;
+    const std::int64_t dk = (g.w[a + 2] - 1) * d + 1;  // the helper computed it, so it did not overflow
+    const auto [p0, p1] = params_.border.axis_pads(ai, dk);
+    if (!known(p0) || !known(p1)) return;
+    throw ShapeError(msg(me, ": the input size of spatial axis ", a, " would be ", derived,
+                         " (below 1): output_grad size ", g.y[a + 2], " + dilated kernel ", dk, " - 1 - padding ",
+                         p0, "+", p1, " (filters ", shape_to_string(g.w), ", output_grad ", shape_to_string(g.y), ", ",
+                         params_.to_string(), ")"));
+  }
+  if (known(derived) || !known(g.x[a + 2]) || !known(g.y[a + 2]) || params_.stride[a] != 1 ||
+      params_.border.kind == BorderKind::half)
+    return;  // really ambiguous (or not yet known)
+  std::int64_t span;  // dilated kernel extent minus one
+  std::string how;
+  if (params_.border.kind == BorderKind::full) {
+    span = g.y[a + 2] - g.x[a + 2];
+    how = msg("output_grad size ", g.y[a + 2], " - input size ", g.x[a + 2]);
+  } else {
+    const auto [p0, p1] = params_.border.axis_pads(ai, 0);
+    span = detail::checked_sub(detail::checked_add(detail::checked_add(g.x[a + 2], p0, me, "input size + padding"), p1,
+                                                   me, "input size + padding"),
+                               g.y[a + 2], me, "input size + padding - output_grad size");
+    how = msg("input size ", g.x[a + 2], " + padding ", p0, "+", p1, " - output_grad size ", g.y[a + 2]);
+  }
+  if (span < 0)
+    throw ShapeError(msg(me, ": the filter size of spatial axis ", a, " would be ", detail::floor_div(span, d) + 1,
+                         " (below 1): ", how, " = ", span, " is negative (input ", shape_to_string(g.x),
+                         ", output_grad ", shape_to_string(g.y), ", ", params_.to_string(), ")"));
+  if (span % d != 0)
+    throw ShapeError(msg(me, ": no filter size fits spatial axis ", a, ": ", how, " = ", span,
+                         " is not a multiple of filter_dilation ", d, " (input ", shape_to_string(g.x),
+                         ", output_grad ", shape_to_string(g.y), ", ", params_.to_string(), ")"));
 }
 
 }  // namespace
@@ -165,18 +210,24 @@ TensorType AbstractConvOp::infer(const std::vector<TensorType>& inputs) const {
     for (std::size_t i = 0; i < t.size(); ++i)
       t[i] = merge_dim(target_[i], source[i], me, tname, i, target_, source);
     Shape derived;
-    if (direction_ == ConvDirection::grad_inputs) {
-      derived = {g.y[0], known(g.w[1]) ? g.w[1] * G : kUnknown};
-      for (std::size_t a = 0; a < nd; ++a)
-        derived.push_back(get_conv_gradinputs_shape_1axis(g.w[a + 2], g.y[a + 2], params_.border,
-                                                          static_cast<int>(a), params_.stride[a],
-                                                          params_.dilation[a]));
-    } else {
-      derived = {g.y[1], known(g.x[1]) && g.x[1] % G == 0 ? g.x[1] / G : kUnknown};
-      for (std::size_t a = 0; a < nd; ++a)
-        derived.push_back(get_conv_gradweights_shape_1axis(g.x[a + 2], g.y[a + 2], params_.border,
-                                                           static_cast<int>(a), params_.stride[a],
-                                                           params_.dilation[a]));
+    try {
+      if (direction_ == ConvDirection::grad_inputs) {
+        derived = {g.y[0], known(g.w[1]) ? detail::checked_mul(g.w[1], G, me, "filter channels * num_groups") : kUnknown};
+        for (std::size_t a = 0; a < nd; ++a)
+          derived.push_back(get_conv_gradinputs_shape_1axis(g.w[a + 2], g.y[a + 2], params_.border,
+                                                            static_cast<int>(a), params_.stride[a],
+                                                            params_.dilation[a]));
+      } else {
+        derived = {g.y[1], known(g.x[1]) && g.x[1] % G == 0 ? g.x[1] / G : kUnknown};
+        for (std::size_t a = 0; a < nd; ++a)
+          derived.push_back(get_conv_gradweights_shape_1axis(g.x[a + 2], g.y[a + 2], params_.border,
+                                                             static_cast<int>(a), params_.stride[a],
+                                                             params_.dilation[a]));
+      }
+    } catch (const ShapeError& e) {  // an overflow in the shape helpers: name this op too
+      if (std::string_view(e.what()).starts_with(me)) throw;
+      throw ShapeError(msg(me, ": ", e.what(), " (", names.first, " ", shape_to_string(inputs[0].shape), ", ",
+                           names.second, " ", shape_to_string(inputs[1].shape), ", ", params_.to_string(), ")"));
     }
     // Only batch/channel dims are checked here; spatial ones are checked below against
     // the forward formula, with a message that shows the whole geometry.
@@ -191,6 +242,8 @@ TensorType AbstractConvOp::infer(const std::vector<TensorType>& inputs) const {
                              shape_to_string(inputs[1].shape), ", num_groups ", G, ")"));
       }
     }
+    for (std::size_t a = 0; a < nd; ++a)
+      if (!known(t[a + 2])) check_derived_size(direction_, params_, me, a, g, derived[a + 2]);
     for (std::size_t i = 0; i < t.size(); ++i)
       if (!known(t[i])) t[i] = derived[i];
     (direction_ == ConvDirection::grad_inputs ? g.x : g.w) = t;
@@ -203,7 +256,7 @@ TensorType AbstractConvOp::infer(const std::vector<TensorType>& inputs) const {
   if (known(g.w[0]) && g.w[0] % G != 0)
     throw ShapeError(msg(me, ": filter count ", g.w[0], " (filters ", shape_to_string(g.w),
                          ") is not divisible by num_groups ", G));
-  if (known(g.x[1]) && known(g.w[1]) && g.x[1] != g.w[1] * G)
+  if (known(g.x[1]) && known(g.w[1]) && g.x[1] != detail::checked_mul(g.w[1], G, me, "filter channels * num_groups"))
     throw ShapeError(msg(me, ": channels mismatch: input ", shape_to_string(g.x), " has ", g.x[1],
                          " channels but filters ", shape_to_string(g.w), " expect ", g.w[1],
                          " per group x num_groups ", G, " = ", g.w[1] * G));
@@ -211,10 +264,24 @@ TensorType AbstractConvOp::infer(const std::vector<TensorType>& inputs) const {
   // The forward output, and its agreement with a given output_grad.
   Shape y{g.x[0], g.w[0]};
   for (std::size_t a = 0; a < nd; ++a) {
-    const std::int64_t dk = known(g.w[a + 2]) ? (g.w[a + 2] - 1) * params_.dilation[a] + 1 : kUnknown;
+    const std::int64_t dk =
+        known(g.w[a + 2])
+            ? detail::checked_add(detail::checked_mul(g.w[a + 2] - 1, params_.dilation[a], me,
+                                                      "the dilated kernel size (k - 1) * filter_dilation"),
+                                  1, me, "the dilated kernel size")
+            : kUnknown;
     const auto [p0, p1] = params_.border.axis_pads(static_cast<int>(a), dk);
-    const std::int64_t o = conv_output_size(g.x[a + 2], g.w[a + 2], params_.stride[a], params_.dilation[a], p0, p1);
-    if (known(o) && o < 1)
+    std::int64_t o;
+    try {
+      o = conv_output_size(g.x[a + 2], g.w[a + 2], params_.stride[a], params_.dilation[a], p0, p1);
+    } catch (const ShapeError& e) {  // an overflow: name this op too
+      throw ShapeError(msg(me, ": spatial axis ", a, ": ", e.what(), " (input ", shape_to_string(g.x), ", filters ",
+                           shape_to_string(g.w), ", ", params_.to_string(), ")"));
+    }
+    // conv_output_size says kUnknown (-1) for unknown operands, but -1 is also a real
+    // (invalid) size: decide from the operands.
+    const bool operands_known = known(g.x[a + 2]) && known(g.w[a + 2]) && known(p0) && known(p1);
+    if (operands_known && o < 1)
       throw ShapeError(msg(me, ": output size of spatial axis ", a, " would be ", o,
                            " (below 1): input size ", g.x[a + 2], " + padding ", p0, "+", p1,
                            " is smaller than the dilated kernel ", dk, " (input ", shape_to_string(g.x),

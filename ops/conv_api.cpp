@@ -148,13 +148,21 @@ ConvAttributes& ConvAttributes::set_group_count(std::int64_t g) {
   return *this;
 }
 
+namespace {
+std::string ints_text(const std::vector<std::int64_t>& v) {
+  std::string s = "(";
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + ")";
+}
+}  // namespace
+
 ConvParams ConvAttributes::to_params(int ndim, std::int64_t groups, std::string_view op) const {
   const auto n = static_cast<std::size_t>(ndim);
   auto sized = [&](const std::vector<std::int64_t>& v, std::int64_t fill, const char* what) {
     if (v.empty()) return std::vector<std::int64_t>(n, fill);
     if (v.size() != n)
-      throw ValueError(msg(op, ": ", what, " has ", v.size(), " entries but the tensors have ", ndim,
-                           " spatial dims"));
+      throw ValueError(msg(op, ": ", what, " ", ints_text(v), " has ", v.size(), " entries but the tensors have ",
+                           ndim, " spatial dims"));
     return v;
   };
   const auto pre = sized(pre_, 0, "pre_padding");

@@ -3,11 +3,22 @@
 #include <sstream>
 
 #include "convgraph/core/error.hpp"
+#include "core/checked_math.hpp"
 
 namespace convgraph {
 
 namespace {
 constexpr bool known(std::int64_t v) { return v >= 0; }
+
+using detail::checked_add;
+using detail::checked_mul;
+using detail::checked_sub;
+
+// Dilated kernel extent (k - 1) * d + 1, checked (d >= 1 here).
+std::int64_t dilated(std::string_view who, std::int64_t k, std::int64_t d) {
+  return checked_add(checked_mul(k - 1, d, who, "the dilated kernel size (k - 1) * dilation"), 1, who,
+                     "the dilated kernel size");
+}
 
 std::string join(const std::vector<std::int64_t>& v) {
   std::ostringstream os;
@@ -142,20 +153,20 @@ std::string ConvParams::to_string() const {
 
 std::int64_t conv_output_size(std::int64_t i, std::int64_t k, std::int64_t s, std::int64_t d,
                               std::int64_t p0, std::int64_t p1) {
+  constexpr std::string_view who = "conv_output_size";
   check_factors("conv_output_size", s, d);
   if (!known(i) || !known(k) || !known(p0) || !known(p1)) return kUnknown;
-  const std::int64_t dk = (k - 1) * d + 1;
-  const std::int64_t num = i + p0 + p1 - dk;
+  const std::int64_t dk = dilated(who, k, d);
+  const std::int64_t padded = checked_add(checked_add(i, p0, who, "input size + padding"), p1, who, "input size + padding");
   // Python floor division: a negative numerator must round down.
-  const std::int64_t q = num >= 0 ? num / s : -((-num + s - 1) / s);
-  return q + 1;
+  return detail::floor_div(checked_sub(padded, dk, who, "padded input size - dilated kernel size"), s) + 1;
 }
 
 std::int64_t get_conv_shape_1axis(std::int64_t image, std::int64_t kernel, const BorderMode& border,
                                   int axis, std::int64_t subsample, std::int64_t dilation) {
   check_factors("get_conv_shape_1axis", subsample, dilation);
   if (!known(kernel) || !known(image)) return kUnknown;
-  const std::int64_t dk = (kernel - 1) * dilation + 1;
+  const std::int64_t dk = dilated("get_conv_shape_1axis", kernel, dilation);
   auto [p0, p1] = checked_pads("get_conv_shape_1axis", border, axis, dk);
   return conv_output_size(image, kernel, subsample, dilation, p0, p1);
 }
@@ -183,10 +194,14 @@ std::int64_t get_conv_gradinputs_shape_1axis(std::int64_t kernel, std::int64_t t
                                              std::int64_t subsample, std::int64_t dilation) {
   check_factors("get_conv_gradinputs_shape_1axis", subsample, dilation);
   if (!known(kernel) || !known(top) || subsample != 1) return kUnknown;
-  const std::int64_t dk = (kernel - 1) * dilation + 1;
+  constexpr std::string_view who = "get_conv_gradinputs_shape_1axis";
+  const std::int64_t dk = dilated(who, kernel, dilation);
   auto [p0, p1] = checked_pads("get_conv_gradinputs_shape_1axis", border, axis, dk);
   if (!known(p0) || !known(p1)) return kUnknown;
-  return top + dk - 1 - p0 - p1;
+  // top + dk - 1 - p0 - p1, every step checked.
+  const std::int64_t grown = checked_add(top, dk - 1, who, "output size + dilated kernel size - 1");
+  return checked_sub(checked_sub(grown, p0, who, "output size + dilated kernel size - 1 - padding"), p1, who,
+                     "output size + dilated kernel size - 1 - padding");
 }
 
 std::vector<std::int64_t> get_conv_gradinputs_shape(const std::vector<std::int64_t>& kernel,
@@ -201,7 +216,9 @@ std::vector<std::int64_t> get_conv_gradinputs_shape(const std::vector<std::int64
   if (groups < 1) throw ValueError(msg("get_conv_gradinputs_shape: num_groups must be >= 1, got ", groups));
   const std::size_t nd = top.size() - 2;
   check_border_length("get_conv_gradinputs_shape", border, nd);
-  std::vector<std::int64_t> out{top[0], known(kernel[1]) ? kernel[1] * groups : kUnknown};
+  std::vector<std::int64_t> out{
+      top[0], known(kernel[1]) ? checked_mul(kernel[1], groups, "get_conv_gradinputs_shape", "kernel channels * num_groups")
+                               : kUnknown};
   for (std::size_t a = 0; a < nd; ++a)
     out.push_back(get_conv_gradinputs_shape_1axis(
         kernel[a + 2], top[a + 2], border, static_cast<int>(a),
@@ -223,7 +240,8 @@ std::int64_t get_conv_gradweights_shape_1axis(std::int64_t image, std::int64_t t
     k = top - image;
   } else {
     auto [p0, p1] = border.axis_pads(axis, 0);
-    k = image + p0 + p1 - top;
+    constexpr std::string_view who = "get_conv_gradweights_shape_1axis";
+    k = checked_add(checked_add(image, p0, who, "input size + padding"), p1, who, "input size + padding") - top;
   }
   if (k < 0 || k % dilation != 0) return kUnknown;
   return k / dilation + 1;

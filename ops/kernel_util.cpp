@@ -1,18 +1,23 @@
 #include "ops/kernel_util.hpp"
 
 #include <algorithm>
+#include <string>
 
 namespace convgraph::detail {
 
 std::vector<int> normalize_axes(std::vector<int> axes, int rank, const char* op) {
+  const std::vector<int> given = axes;
   for (auto& a : axes) {
     const int orig = a;
     if (a < 0) a += rank;
     if (a < 0 || a >= rank) throw ValueError(msg(op, ": axis ", orig, " is out of range for a rank-", rank, " tensor"));
   }
   std::sort(axes.begin(), axes.end());
-  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
-    throw ValueError(msg(op, ": repeated axis in the axis list"));
+  if (auto rep = std::adjacent_find(axes.begin(), axes.end()); rep != axes.end()) {
+    std::string list;
+    for (std::size_t i = 0; i < given.size(); ++i) list += (i ? ", " : "") + std::to_string(given[i]);
+    throw ValueError(msg(op, ": repeated axis ", *rep, " in the axis list (", list, ") for a rank-", rank, " tensor"));
+  }
   return axes;
 }
 

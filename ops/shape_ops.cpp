@@ -6,6 +6,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "core/checked_math.hpp"
 #include "ops/shape_ops_internal.hpp"
 
 namespace convgraph {
@@ -108,7 +109,7 @@ class FlattenOp final : public Op {
       if (d < 0 || last < 0)
         last = -1;
       else
-        last *= d;
+        last = detail::checked_mul(last, d, "flatten", "the flattened length");
     }
     s.push_back(last);
     return TensorType{x.dtype, std::move(s), x.device};

@@ -6,6 +6,7 @@
 
 #include "convgraph/ops/math.hpp"
 #include "convgraph/ops/shape_ops.hpp"
+#include "core/checked_math.hpp"
 #include "ops/shape_ops_internal.hpp"
 
 namespace convgraph {
@@ -69,7 +70,8 @@ class SliceOp final : public Op {
     const auto r = detail::normalize_slice(x.shape()[a], p_.begin, p_.end, p_.step);
     Shape src = contiguous_strides(x.shape());
     const std::int64_t base = r.first * src[a];
-    src[a] *= p_.step;
+    // The step only matters between two taken elements; a huge step takes at most one.
+    src[a] = r.count > 1 ? detail::checked_mul(src[a], p_.step, "slice", "the strided step") : 0;
     detail::strided_copy(element_ptr(x, base), src, out.raw(), contiguous_strides(out.shape()), out.shape(),
                          dtype_size(x.dtype()), ctx.pool);
   }
@@ -108,7 +110,7 @@ class SliceGradOp final : public Op {
     const auto r = detail::normalize_slice(out.shape()[a], p_.begin, p_.end, p_.step);
     Shape dst = contiguous_strides(out.shape());
     const std::int64_t base = r.first * dst[a];
-    dst[a] *= p_.step;
+    dst[a] = r.count > 1 ? detail::checked_mul(dst[a], p_.step, "slice_grad", "the strided step") : 0;
     detail::strided_copy(gy.raw(), contiguous_strides(gy.shape()), element_ptr(out, base), dst, gy.shape(),
                          dtype_size(gy.dtype()), ctx.pool);
   }
@@ -241,7 +243,10 @@ class ConcatenateOp final : public Op {
                              axis_));
       for (std::size_t i = 0; i < t.shape.size(); ++i) {
         if (i == a)
-          out.shape[i] = out.shape[i] < 0 || t.shape[i] < 0 ? -1 : out.shape[i] + t.shape[i];
+          out.shape[i] = out.shape[i] < 0 || t.shape[i] < 0
+                             ? -1
+                             : detail::checked_add(out.shape[i], t.shape[i], "concatenate",
+                                                   "the length of the concatenation axis");
         else if (out.shape[i] < 0)
           out.shape[i] = t.shape[i];
       }
@@ -285,7 +290,7 @@ class SplitLikeOp final : public Op {
         throw ShapeError(msg("split_like: input ", k - 1, " of shape ", shape_to_string(in[k].shape),
                              " has a different rank from the gradient ", shape_to_string(g.shape)));
       const std::int64_t d = in[k].shape[a];
-      total = total < 0 || d < 0 ? -1 : total + d;
+      total = total < 0 || d < 0 ? -1 : detail::checked_add(total, d, "split_like", "the pieces' total length");
     }
     if (total >= 0 && g.shape[a] >= 0 && total != g.shape[a])
       throw ShapeError(msg("split_like: the pieces' lengths along axis ", axis_, " sum to ", total,

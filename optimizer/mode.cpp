@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "convgraph/core/error.hpp"
+#include "convgraph/runtime/thread_pool.hpp"  // kMaxThreads
 #include "optimizer/text_util.hpp"
 
 namespace convgraph {
@@ -177,7 +178,7 @@ void apply_flag(Mode& m, std::string_view key, std::string_view value) {
   } else if (key == "profile") {
     m.profile = parse_bool(key, value);
   } else if (key == "threads") {
-    m.threads = parse_int(key, value, 0, 4096, "N (0 = default pool)");
+    m.threads = parse_int(key, value, 0, kMaxThreads, "N (0 = default pool)");
   } else {
     std::vector<std::string> names;
     for (const auto& f : kFlags) names.emplace_back(f.name);

@@ -11,6 +11,7 @@
 #include "convgraph/core/print.hpp"
 #include "convgraph/optimizer/optimize.hpp"
 #include "convgraph/runtime/thread_pool.hpp"
+#include "core/checked_math.hpp"
 #include "core/escape.hpp"
 #include "optimizer/device_buffers.hpp"
 #include "runtime/memory_planner.hpp"
@@ -114,7 +115,7 @@ struct Function::Impl {
       // Host intermediates share the arena; device values come from the device's caching
       // allocator, which reuses freed blocks the same way.
       if (!is_output(static_cast<int>(i)) && p.types[i].device == DeviceKind::cpu) {
-        const auto bytes = static_cast<std::size_t>(numel(p.types[i].shape)) * dtype_size(p.types[i].dtype);
+        const auto bytes = detail::checked_nbytes(p.types[i].shape, p.types[i].dtype, msg("node ", node_label(v)));
         requests.push_back({bytes, static_cast<int>(i), std::max(static_cast<int>(i), last_use[i])});
         request_slot.push_back(static_cast<int>(i));
       }
@@ -210,7 +211,7 @@ struct Function::Impl {
       else if (t.device == DeviceKind::cpu)
         values[i] = Tensor(t.dtype, t.shape);
       else
-        values[i] = Tensor(allocate_on(t.device, static_cast<std::size_t>(numel(t.shape)) * dtype_size(t.dtype)), t.dtype, t.shape);
+        values[i] = Tensor(allocate_on(t.device, detail::checked_nbytes(t.shape, t.dtype, msg("node ", node_label(v)))), t.dtype, t.shape);
       const ExecContext& ctx = t.device == DeviceKind::cpu ? host_ctx : device_ctx;
       ins.clear();
       for (const auto& in : v.inputs()) ins.push_back(values[static_cast<std::size_t>(slot.at(in.node()))]);
@@ -220,7 +221,9 @@ struct Function::Impl {
       } catch (const Error& e) {
         rethrow_with(e, msg("while running node ", node_label(v), " (", v.op()->label(), "): "));
       } catch (const std::bad_alloc&) {
-        throw MemoryError(msg("while running node ", node_label(v), ": out of memory"));
+        throw MemoryError(msg("while running node ", node_label(v), " (", v.op()->label(),
+                              "): out of memory (std::bad_alloc) in its kernel; its output ", t.to_string(), " has ",
+                              values[i].nbytes(), " bytes, the workspace ", ctx.workspace_bytes, " bytes"));
       }
       if (mode.profile) {
         const NodeProfile& np = profile.nodes[step];  // node, op, implementation: fixed

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "core/checked_math.hpp"
+
 namespace convgraph::detail {
 
 namespace {
@@ -21,7 +23,9 @@ ArenaPlan plan_arena(const std::vector<BufferRequest>& requests) {
   std::vector<std::size_t> placed;
   for (std::size_t idx : order) {
     const BufferRequest& r = requests[idx];
-    plan.total_bytes += align64(r.bytes);
+    if (r.bytes > static_cast<std::size_t>(kMaxBytes) - 63)
+      throw MemoryError(msg("plan_arena: a buffer of ", r.bytes, " bytes cannot be addressed"));
+    plan.total_bytes = checked_bytes_add(plan.total_bytes, align64(r.bytes), "plan_arena", "the intermediates");
     // Intervals already placed that are alive at the same time, sorted by offset.
     std::vector<std::pair<std::size_t, std::size_t>> busy;
     for (std::size_t p : placed) {
@@ -42,7 +46,7 @@ ArenaPlan plan_arena(const std::vector<BufferRequest>& requests) {
     }
     if (best == SIZE_MAX) best = cursor;
     plan.offsets[idx] = best;
-    plan.arena_bytes = std::max(plan.arena_bytes, best + need);
+    plan.arena_bytes = std::max(plan.arena_bytes, checked_bytes_add(best, need, "plan_arena", "the arena"));
     placed.push_back(idx);
   }
   return plan;

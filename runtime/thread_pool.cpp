@@ -4,6 +4,11 @@
 #include <atomic>
 #include <cstdlib>
 #include <exception>
+#include <new>
+#include <string>
+#include <system_error>
+
+#include "convgraph/core/error.hpp"
 
 namespace convgraph {
 
@@ -20,19 +25,70 @@ namespace {
 thread_local bool t_inside_pool = false;
 }
 
-ThreadPool::ThreadPool(int threads) {
-  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+namespace {
+int hardware_threads() {
+  return std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, kMaxThreads);
+}
+}  // namespace
+
+int parse_thread_count(std::string_view text) {
+  const auto bad = [&](const char* why) {
+    return ValueError(msg("CONVGRAPH_THREADS='", text, "' is invalid: ", why, " (expected an integer from 1 to ",
+                          kMaxThreads, "; unset it for one thread per core)"));
+  };
+  if (text.empty()) throw bad("empty");
+  long long v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') throw bad("not a decimal integer");
+    v = v * 10 + (c - '0');
+    if (v > kMaxThreads) throw bad("too many threads");
+  }
+  if (v < 1) throw bad("fewer than 1 thread");
+  return static_cast<int>(v);
 }
 
-ThreadPool::~ThreadPool() {
+int configured_thread_count() {
+  const char* env = std::getenv("CONVGRAPH_THREADS");
+  if (env == nullptr || *env == '\0') return hardware_threads();
+  return parse_thread_count(env);
+}
+
+ThreadPool::ThreadPool(int threads) {
+  if (threads == 0) threads = hardware_threads();
+  if (threads < 1 || threads > kMaxThreads)
+    throw ValueError(msg("ThreadPool: threads must be from 1 to ", kMaxThreads, " (0 = one per core), got ", threads));
+  // A thread that cannot start must not leave the others waiting on cv_ (destroying a
+  // condition variable with waiters hangs) nor joinable (std::terminate): stop and join
+  // them before reporting.
+  int started = 0;
+  try {
+    workers_.reserve(static_cast<std::size_t>(threads - 1));
+    for (; started + 1 < threads; ++started) workers_.emplace_back([this] { worker_loop(); });
+  } catch (const std::system_error& e) {
+    stop_and_join();
+    throw RuntimeError(msg("ThreadPool: could not start thread ", started + 1, " of ", threads - 1, " workers (",
+                           e.what(), "); the ", started, " started were joined. Use fewer threads (Mode threads or ",
+                           "CONVGRAPH_THREADS)"));
+  } catch (const std::bad_alloc&) {
+    stop_and_join();
+    throw MemoryError(msg("ThreadPool: out of memory starting worker ", started + 1, " of ", threads - 1,
+                          "; the ", started, " started were joined. Use fewer threads (Mode threads or ",
+                          "CONVGRAPH_THREADS)"));
+  }
+}
+
+void ThreadPool::stop_and_join() noexcept {
   {
     std::lock_guard<std::mutex> lk(mu_);
     stop_ = true;
   }
   cv_.notify_all();
-  for (auto& t : workers_) t.join();
+  for (auto& t : workers_)
+    if (t.joinable()) t.join();
+  workers_.clear();
 }
+
+ThreadPool::~ThreadPool() { stop_and_join(); }
 
 void ThreadPool::run_chunks(Job& job) {
   const bool was_inside = t_inside_pool;
@@ -104,10 +160,8 @@ void ThreadPool::parallel_for(std::int64_t n,
 }
 
 ThreadPool& ThreadPool::default_pool() {
-  static ThreadPool pool([] {
-    const char* env = std::getenv("CONVGRAPH_THREADS");
-    return env ? std::atoi(env) : 0;
-  }());
+  // A throwing initialiser leaves the static uninitialised: the next call tries again.
+  static ThreadPool pool(configured_thread_count());
   return pool;
 }
 

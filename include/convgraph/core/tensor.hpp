@@ -33,9 +33,13 @@ struct Storage {
   }
 };
 
-/// Allocates `bytes` of 64-byte aligned host memory; throws MemoryError on failure.
+/// Allocates `bytes` of 64-byte aligned host memory. Throws MemoryError naming the bytes
+/// when the request cannot succeed: the allocator fails, or it exceeds this machine's
+/// RAM + swap (refused up front, so an overcommitting kernel cannot OOM-kill us later).
 std::shared_ptr<Storage> allocate_host(std::size_t bytes);
 
+/// Element count of a concrete shape; ShapeError for a negative dimension or a shape whose
+/// element count does not fit in int64.
 std::int64_t numel(const Shape& s);
 std::string shape_to_string(const Shape& s);
 Shape contiguous_strides(const Shape& s);
@@ -43,7 +47,8 @@ Shape contiguous_strides(const Shape& s);
 class Tensor {
  public:
   Tensor() = default;
-  /// Uninitialised contiguous host tensor.
+  /// Uninitialised contiguous host tensor. ShapeError for a negative dimension or a shape
+  /// whose byte size overflows; MemoryError when the memory cannot be allocated.
   Tensor(DType dtype, Shape shape);
   /// Wraps existing storage (e.g. device memory) as a contiguous tensor.
   Tensor(std::shared_ptr<Storage> storage, DType dtype, Shape shape, std::int64_t offset = 0);
@@ -75,7 +80,7 @@ class Tensor {
   int rank() const { return static_cast<int>(shape_.size()); }
   std::int64_t dim(int axis) const;  ///< negative axes count from the end
   std::int64_t numel() const { return convgraph::numel(shape_); }
-  std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * dtype_size(dtype_); }
+  std::size_t nbytes() const;
   DeviceKind device() const;
   bool is_contiguous() const;
   const std::shared_ptr<Storage>& storage() const { return storage_; }
@@ -102,7 +107,8 @@ class Tensor {
   std::vector<double> to_vector() const;
 
   // ---- views (share storage) ----
-  Tensor reshape(Shape shape) const;             ///< view if contiguous, else a copy
+  /// View if contiguous, else a copy. At most one -1 (inferred); other dims must be >= 0.
+  Tensor reshape(Shape shape) const;
   Tensor permute(const std::vector<int>& axes) const;
   Tensor slice(int axis, std::int64_t begin, std::int64_t end, std::int64_t step = 1) const;
   // ---- copies ----

@@ -62,7 +62,9 @@ struct ConvParams {
 };
 
 /// Output size of one axis: floor((i + p0 + p1 - dk) / s) + 1 with dk = (k-1)d+1.
-/// Any unknown operand gives kUnknown. Does not check that the result is >= 1.
+/// Any unknown operand gives kUnknown. Does not check that the result is >= 1 (a real
+/// result of -1 reads as kUnknown: callers that must tell them apart look at the operands).
+/// Arithmetic that overflows int64 is a ShapeError.
 std::int64_t conv_output_size(std::int64_t i, std::int64_t k, std::int64_t s, std::int64_t d,
                               std::int64_t p0, std::int64_t p1);
 
