@@ -3,7 +3,7 @@
 // placement never puts a node on the GPU in such a build (optimize() refuses device=cuda
 // first), so these are only reached by direct calls.
 #include "convgraph/backends/cuda.hpp"
-#include "convgraph/backends/cuda/op_kernels.hpp"
+#include "backends/cuda/op_kernels.hpp"
 
 namespace convgraph::gpu {
 

@@ -1,6 +1,6 @@
 // Host-side index plans for the CUDA DSL kernels (include/.../cuda/strided_plan.hpp).
 // Compiled in every build so the plans are tested without a GPU or CUDA.
-#include "convgraph/backends/cuda/strided_plan.hpp"
+#include "backends/cuda/strided_plan.hpp"
 
 #include <algorithm>
 

@@ -3,7 +3,7 @@
 // GEMM on row-major maps. Eigen stays inside this translation unit.
 #include <Eigen/Core>
 
-#include "convgraph/backends/cuda/op_kernels.hpp"
+#include "backends/cuda/op_kernels.hpp"
 #include "convgraph/ops/math.hpp"
 #include "convgraph/ops/nnet.hpp"
 #include "convgraph/ops/shape_ops.hpp"

@@ -2,7 +2,7 @@
 // where, and cast. Each op kind is one row of a table: name, kernel, gradient.
 #include <cmath>
 
-#include "convgraph/backends/cuda/op_kernels.hpp"
+#include "backends/cuda/op_kernels.hpp"
 #include "convgraph/ops/math.hpp"
 #include "ops/broadcast_iter.hpp"
 #include "ops/elementwise_info.hpp"

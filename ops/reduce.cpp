@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "convgraph/backends/cuda/op_kernels.hpp"
+#include "backends/cuda/op_kernels.hpp"
 #include "convgraph/ops/math.hpp"
 #include "ops/kernel_util.hpp"
 

@@ -3,7 +3,7 @@
 // take/scatter pair of ops that are each other's gradient).
 #include <cmath>
 
-#include "convgraph/backends/cuda/op_kernels.hpp"
+#include "backends/cuda/op_kernels.hpp"
 #include "convgraph/ops/math.hpp"
 #include "convgraph/ops/nnet.hpp"
 #include "ops/kernel_util.hpp"

@@ -5,7 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "backends/cuda/cuda_check.hpp"
-#include "convgraph/backends/cuda/device.hpp"
+#include "backends/cuda/device.hpp"
 #endif
 
 namespace convgraph {

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "convgraph/backends/cpu/cpu_isa.hpp"
 #include "convgraph/core/print.hpp"
 #include "convgraph/optimizer/optimize.hpp"
 #include "convgraph/runtime/thread_pool.hpp"
@@ -292,6 +293,8 @@ std::string Function::describe() const {
     if (!impl.empty()) os << "  [" << impl << "]";
     os << '\n';
   }
+  os << "cpu kernels: " << cpu_isa_name(active_cpu_isa()) << " (this CPU supports "
+     << cpu_isa_name(detected_cpu_isa()) << "; CONVGRAPH_CPU_ISA lowers it)\n";
   return os.str();
 }
 

@@ -10,8 +10,8 @@
 #include "convgraph/backends/cuda.hpp"
 
 #if CONVGRAPH_WITH_CUDA
-#include "convgraph/backends/cuda/conv_cuda.hpp"
-#include "convgraph/backends/cuda/cudnn_algorithms.hpp"
+#include "backends/cuda/conv_cuda.hpp"
+#include "backends/cuda/cudnn_algorithms.hpp"
 
 using namespace convgraph;
 using namespace convgraph::cuda;

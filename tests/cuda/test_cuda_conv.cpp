@@ -21,7 +21,7 @@
 #include "support/conv_run.hpp"
 
 #if CONVGRAPH_WITH_CUDA
-#include "convgraph/backends/cuda/device.hpp"
+#include "backends/cuda/device.hpp"
 
 using namespace convgraph;
 using namespace convgraph::testing;

@@ -6,7 +6,7 @@
 #include "convgraph/core/tensor.hpp"
 
 #if CONVGRAPH_WITH_CUDA
-#include "convgraph/backends/cuda/device.hpp"
+#include "backends/cuda/device.hpp"
 
 using namespace convgraph;
 

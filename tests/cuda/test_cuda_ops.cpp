@@ -9,7 +9,7 @@
 #include <map>
 
 #include "convgraph/backends/cuda.hpp"
-#include "convgraph/backends/cuda/strided_plan.hpp"
+#include "backends/cuda/strided_plan.hpp"
 #include "convgraph/core/autodiff.hpp"
 #include "convgraph/core/function_graph.hpp"
 #include "convgraph/ops/conv.hpp"

@@ -8,7 +8,7 @@
 #include <array>
 #include <vector>
 
-#include "convgraph/backends/cuda/cudnn_plan.hpp"
+#include "backends/cuda/cudnn_plan.hpp"
 
 using namespace convgraph;
 using namespace convgraph::cuda;

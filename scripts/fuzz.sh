@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Usage: scripts/fuzz.sh [SECONDS]   (per target; default 10)
+# Installs clang and libFuzzer when missing, builds the fuzz targets (fuzz/) with clang,
+# libFuzzer, ASan and UBSan in their own build folder (BUILD_DIR, default build-fuzz), and
+# runs every target for SECONDS from a scratch copy of its seed corpus (fuzz/corpus/<t>;
+# new inputs never go into the repository). Crash inputs are kept in
+# $BUILD_DIR/fuzz-artifacts/. The last line is
+#   fuzz: N targets, M executions, K crashes
+# and the exit status is non-zero when K > 0.
+# Extra libFuzzer flags can be passed in FUZZ_FLAGS (e.g. FUZZ_FLAGS="-jobs=2").
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD_DIR="${BUILD_DIR:-$ROOT/build-fuzz}"
+source "$ROOT/scripts/common.sh"
+SECONDS_PER_TARGET="${1:-10}"
+case "$SECONDS_PER_TARGET" in
+  '' | *[!0-9]*) echo "usage: scripts/fuzz.sh [SECONDS per target]" >&2; exit 2 ;;
+esac
+
+CLANG_VERSION="${CLANG_VERSION:-14}"
+install_missing "clang-$CLANG_VERSION" "libclang-rt-$CLANG_VERSION-dev"
+CXX_FUZZ="$(command -v "clang++-$CLANG_VERSION" || command -v clang++)"
+
+if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
+  generator=()
+  command -v ninja >/dev/null && generator=(-G Ninja)
+  cmake -S "$ROOT" -B "$BUILD_DIR" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_COMPILER="$CXX_FUZZ" -DCONVGRAPH_FUZZ=ON -DCONVGRAPH_WITH_CUDA=OFF \
+    -DCONVGRAPH_BUILD_TESTS=OFF -DCONVGRAPH_BUILD_BENCHMARKS=OFF -DCONVGRAPH_BUILD_EXAMPLES=OFF >/dev/null
+fi
+targets=()
+for src in "$ROOT"/fuzz/fuzz_*.cpp; do
+  t="$(basename "$src" .cpp)"
+  targets+=("${t#fuzz_}")
+done
+cmake --build "$BUILD_DIR" --parallel "$JOBS" --target "${targets[@]/#/convgraph_fuzz_}"
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/convgraph-fuzz.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+artifacts="$BUILD_DIR/fuzz-artifacts"
+mkdir -p "$artifacts"
+export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:allocator_may_return_null=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+
+total_execs=0
+total_crashes=0
+summary=()
+for t in "${targets[@]}"; do
+  corpus="$work/corpus-$t"
+  mkdir -p "$corpus"
+  cp -r "$ROOT/fuzz/corpus/$t/." "$corpus/" 2>/dev/null || true
+  log="$work/$t.log"
+  echo "== fuzzing $t for ${SECONDS_PER_TARGET}s" >&2
+  set +e
+  # shellcheck disable=SC2086
+  "$BUILD_DIR/fuzz/convgraph_fuzz_$t" -max_total_time="$SECONDS_PER_TARGET" -timeout=30 -rss_limit_mb=2048 \
+    -print_final_stats=1 -artifact_prefix="$artifacts/$t-" ${FUZZ_FLAGS:-} "$corpus" >"$log" 2>&1
+  rc=$?
+  set -e
+  execs="$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "$log" | tail -1)"
+  if [ -z "$execs" ]; then  # no final stats (killed): the last status line's "#N"
+    execs="$(sed -n 's/^#\([0-9][0-9]*\).*/\1/p' "$log" | tail -1)"
+  fi
+  execs="${execs:-0}"
+  # libFuzzer names each crash, leak, timeout or out-of-memory input it writes.
+  crashes="$(sed -n 's/.*Test unit written to \(.*\)/\1/p' "$log" | sort -u | wc -l)"
+  if [ "$rc" -ne 0 ] && [ "$crashes" -eq 0 ]; then crashes=1; fi
+  if [ "$crashes" -gt 0 ]; then
+    cp "$log" "$artifacts/$t.log"
+    echo "-- $t: crash; log in $artifacts/$t.log, input(s):" >&2
+    sed -n 's/.*Test unit written to \(.*\)/     \1/p' "$log" | sort -u >&2
+    grep -E 'ERROR|property violated|runtime error' "$log" | head -5 >&2
+  fi
+  summary+=("$t: $execs executions, $crashes crashes, corpus $(find "$corpus" -type f | wc -l) inputs")
+  total_execs=$((total_execs + execs))
+  total_crashes=$((total_crashes + crashes))
+done
+printf '%s\n' "${summary[@]}"
+echo "fuzz: ${#targets[@]} targets, $total_execs executions, $total_crashes crashes"
+[ "$total_crashes" -eq 0 ]
