@@ -370,6 +370,8 @@ void compute(const ConvProblem& base, const Case& c) {
   for (i64 n : {p.x_numel(), p.w_numel(), p.y_numel()})
     if (n > kMaxElements) return;
 
+  static const bool verbose = std::getenv("CONVGRAPH_FUZZ_VERBOSE") != nullptr;
+  if (verbose) std::fprintf(stderr, "fuzz_conv: problem %s\n", p.key().c_str());
   std::vector<const ConvAlgorithm*> algos;
   for (const auto& a : AlgorithmRegistry::builtin().all())
     if (a->device() == DeviceKind::cpu && a->name() != "cpu.reference") algos.push_back(a.get());
@@ -388,6 +390,7 @@ void compute(const ConvProblem& base, const Case& c) {
     if (a->applicable(p) && a->workspace_bytes(p) <= kMaxWorkspace) algo = a;
   }
   if (!algo) return;
+  if (verbose) std::fprintf(stderr, "fuzz_conv: running %s\n", algo->name().c_str());
 
   std::uint32_t state = c.seed;
   const std::vector<double> x = integers(static_cast<std::size_t>(p.x_numel()), state);

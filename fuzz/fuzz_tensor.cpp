@@ -8,6 +8,8 @@
 // convgraph::Errors, and operations the semantics allow must not be rejected.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -27,6 +29,12 @@ __extension__ typedef __int128 Wide;
 constexpr i64 kMaxElements = 4096;
 constexpr std::size_t kMaxBytes = std::size_t{1} << 20;
 
+/// CONVGRAPH_FUZZ_VERBOSE=1: print every operation (to turn a crash input into a report).
+bool verbose() {
+  static const bool on = std::getenv("CONVGRAPH_FUZZ_VERBOSE") != nullptr;
+  return on;
+}
+
 constexpr DType kDTypes[] = {DType::float16, DType::bfloat16, DType::float32, DType::float64,
                              DType::int32,   DType::int64,    DType::boolean};
 
@@ -43,6 +51,18 @@ std::optional<i64> checked_numel(const Shape& s) {
   for (i64 d : s)
     if (__builtin_mul_overflow(n, d, &n)) return std::nullopt;
   return n;
+}
+
+/// The library's size rule (core/checked_math.hpp): no negative dim, and the product of
+/// the non-zero dims times the item size fits in int64 (so every stride and byte offset
+/// does too). Shapes breaking it must be refused; shapes keeping it must not.
+bool size_ok(const Shape& s, std::size_t item) {
+  Wide p = static_cast<Wide>(item);
+  for (i64 d : s) {
+    if (d < 0) return false;
+    if (d > 0 && (p *= d) > Wide(std::numeric_limits<i64>::max())) return false;
+  }
+  return true;
 }
 
 double stored(DType t, double v) {
@@ -94,8 +114,8 @@ std::optional<Tensor> construct(fuzz::Input& in, Model& m) {
   const Shape shape = decode_shape(in, 0, 5);
   const std::size_t how = in.choice(5);
   const auto n = checked_numel(shape);
-  Wide bytes = n ? Wide(*n) * static_cast<Wide>(dtype_size(dtype)) : 0;
-  if (!n || bytes > Wide(std::numeric_limits<i64>::max())) {
+  const Wide bytes = n ? Wide(*n) * static_cast<Wide>(dtype_size(dtype)) : 0;
+  if (!size_ok(shape, dtype_size(dtype))) {
     // Negative dims, or more elements/bytes than fit: must be refused, before allocating.
     try {
       Tensor t = how == 0   ? Tensor::zeros(dtype, shape)
@@ -185,8 +205,14 @@ void op_reshape(fuzz::Input& in, Tensor& t, Model& m) {
     if (d != -1) others.push_back(d);
   const auto known = checked_numel(others);
   const i64 count = static_cast<i64>(m.values.size());
-  const bool must_accept = (explicit_n && *explicit_n == count) ||
-                           (wild == 1 && known && *known > 0 && count % *known == 0);
+  Shape resolved = target;
+  if (wild == 1 && known && *known > 0 && count % *known == 0)
+    for (auto& d : resolved)
+      if (d == -1) d = count / *known;
+  const bool must_accept = ((explicit_n && *explicit_n == count) ||
+                            (wild == 1 && known && *known > 0 && count % *known == 0)) &&
+                           size_ok(resolved, dtype_size(t.dtype()));
+  if (verbose()) std::fprintf(stderr, "fuzz_tensor: %s.reshape(%s)\n", shape_to_string(t.shape()).c_str(), shape_to_string(target).c_str());
   Tensor r;
   try {
     r = t.reshape(target);
@@ -218,6 +244,7 @@ void op_permute(fuzz::Input& in, Tensor& t, Model& m) {
   std::sort(sorted.begin(), sorted.end());
   bool perm = sorted.size() == static_cast<std::size_t>(t.rank());
   for (std::size_t i = 0; perm && i < sorted.size(); ++i) perm = sorted[i] == static_cast<int>(i);
+  if (verbose()) std::fprintf(stderr, "fuzz_tensor: %s.permute(%zu axes)\n", shape_to_string(t.shape()).c_str(), axes.size());
   Tensor r;
   try {
     r = t.permute(axes);
@@ -247,6 +274,11 @@ void op_slice(fuzz::Input& in, Tensor& t, Model& m) {
   const i64 begin = in.number(-6, 8), end = in.number(-6, 8), step = in.number(1, 3);
   const int a = axis < 0 ? axis + rank : axis;
   const bool ok = a >= 0 && a < rank && step >= 1;
+  if (verbose())
+    std::fprintf(stderr, "fuzz_tensor: %s%s (strides %s, offset %lld).slice(%d, %lld, %lld, %lld)\n",
+                 std::string(dtype_name(t.dtype())).c_str(), shape_to_string(t.shape()).c_str(),
+                 shape_to_string(t.strides()).c_str(), static_cast<long long>(t.offset()), axis,
+                 static_cast<long long>(begin), static_cast<long long>(end), static_cast<long long>(step));
   Tensor r;
   try {
     r = t.slice(axis, begin, end, step);
@@ -326,6 +358,14 @@ void op_misc(fuzz::Input& in, Tensor& t, Model& m) {
       break;
     case 2: {
       const DType to = kDTypes[in.choice(std::size(kDTypes))];
+      if (!size_ok(m.shape, dtype_size(to))) {  // a zero-size shape too large for the wider type
+        try {
+          (void)t.astype(to);
+          FUZZ_CHECK(false, "astype(", dtype_name(to), ") accepted ", shape_to_string(m.shape));
+        } catch (const Error&) {
+        }
+        break;
+      }
       t = t.astype(to);
       FUZZ_CHECK(t.dtype() == to, "astype gave ", dtype_name(t.dtype()));
       for (auto& v : m.values) v = stored(to, v);
@@ -333,7 +373,8 @@ void op_misc(fuzz::Input& in, Tensor& t, Model& m) {
       break;
     }
     case 3: {  // copy_from a tensor of another dtype (and sometimes another shape)
-      const DType from = kDTypes[in.choice(std::size(kDTypes))];
+      DType from = kDTypes[in.choice(std::size(kDTypes))];
+      if (!size_ok(m.shape, dtype_size(from))) from = t.dtype();
       std::vector<double> vals(m.values.size());
       for (auto& v : vals) v = small_value(in);
       const bool reshaped = in.byte() >= 240 && !m.shape.empty();
@@ -403,6 +444,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   if (!start) return 0;
   Tensor t = *start;
+  if (verbose())
+    std::fprintf(stderr, "fuzz_tensor: start %s%s\n", std::string(dtype_name(t.dtype())).c_str(),
+                 shape_to_string(t.shape()).c_str());
   expect_model(t, m, "construction");
   for (int step = 0; step < 24 && in.left() > 0; ++step) {
     switch (in.choice(4)) {

@@ -52,8 +52,9 @@ for t in "${targets[@]}"; do
   echo "== fuzzing $t for ${SECONDS_PER_TARGET}s" >&2
   set +e
   # shellcheck disable=SC2086
-  "$BUILD_DIR/fuzz/convgraph_fuzz_$t" -max_total_time="$SECONDS_PER_TARGET" -timeout=30 -rss_limit_mb=2048 \
-    -print_final_stats=1 -artifact_prefix="$artifacts/$t-" ${FUZZ_FLAGS:-} "$corpus" >"$log" 2>&1
+  # (a subshell, so the shell's "Aborted" notice for a crashing fuzzer lands in the log)
+  ("$BUILD_DIR/fuzz/convgraph_fuzz_$t" -max_total_time="$SECONDS_PER_TARGET" -timeout=30 -rss_limit_mb=2048 \
+    -print_final_stats=1 -artifact_prefix="$artifacts/$t-" ${FUZZ_FLAGS:-} "$corpus") >"$log" 2>&1
   rc=$?
   set -e
   execs="$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "$log" | tail -1)"

@@ -14,28 +14,8 @@
 namespace convgraph::cuda {
 
 namespace {
+
 constexpr const char* kName = "cuda.corrmm";
-}
-
-Status corrmm_static_check(const ConvProblem& p) {
-  const bool f32 = p.dtype == DType::float32 && p.compute == DType::float32;
-  const bool f64 = p.dtype == DType::float64 && p.compute == DType::float64;
-  if (!f32 && !f64)
-    return Status::no(msg(kName, ": runs float32/float32 and float64/float64 only, got ", dtype_name(p.dtype), "/",
-                          dtype_name(p.compute)));
-  if (p.ndim < 1 || p.ndim > 3) return Status::no(msg(kName, ": ", p.ndim, " spatial dimensions (1-3 supported)"));
-  // cuBLAS's GEMM sizes and leading dimensions are 32-bit ints.
-  const std::int64_t rows = p.Cg() * p.kernel_numel();
-  for (std::int64_t v : {p.Kg(), rows, p.out_numel(), p.G})
-    if (v > INT_MAX) return Status::no(msg(kName, ": a GEMM dimension of ", p.key(), " exceeds 2^31 - 1"));
-  return Status::ok();
-}
-
-std::size_t corrmm_workspace_bytes(const ConvProblem& p) {
-  return static_cast<std::size_t>(p.C * p.kernel_numel() * p.out_numel()) * dtype_size(p.dtype);
-}
-
-namespace {
 
 // cuBLAS's strided-batched GEMM for float and double under one name.
 cublasStatus_t cublas_gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,

@@ -1,6 +1,7 @@
 #pragma once
 /// The GPU-free planning halves of cuda.corrmm and cuda.fft: what they accept and how
-/// much workspace they carve, computable (and unit-tested) without a GPU.
+/// much workspace they carve, computable (and unit-tested) without a GPU. Defined in
+/// backends/conv_cuda_plan.cpp, which every build compiles, CUDA or not.
 #include <cstddef>
 #include <cstdint>
 

@@ -14,9 +14,6 @@
 #include <map>
 #include <vector>
 
-#include "convgraph/backends/cuda.hpp"
-
-#if CONVGRAPH_WITH_CUDA
 #include "backends/cuda/conv_drivers.hpp"
 #include "convgraph/backends/cpu/reference.hpp"
 #include "support/conv_cases.hpp"
@@ -353,9 +350,3 @@ TEST_CASE("the per-element gather covers pad, crop, dilate and flip", "[cuda_emu
   s.add[2] = 8;  // dilate and flip
   CHECK(run(s) == std::vector<double>{5, 0, 4, 0, 3, 0, 2, 0, 1, 50, 0, 40, 0, 30, 0, 20, 0, 10});
 }
-
-#else
-
-TEST_CASE("CUDA emulation tests need a CUDA build", "[cuda_emulation]") { SUCCEED(); }
-
-#endif

@@ -1,4 +1,5 @@
-// ConvProblem -> cuDNN descriptor parameters (GPU-free; rules in cudnn_plan.hpp).
+// ConvProblem -> cuDNN descriptor parameters (GPU-free; rules in backends/cuda/cudnn_plan.hpp).
+// Compiled in every build, CUDA or not, so the mapping is tested without a GPU.
 #include "backends/cuda/cudnn_plan.hpp"
 
 #include <algorithm>
