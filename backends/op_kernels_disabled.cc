@@ -17,8 +17,8 @@ bool elementwise_dtype_supported(DType t) {
   return t == DType::float32 || t == DType::float64 || t == DType::int32 || t == DType::int64 || t == DType::boolean;
 }
 
-void unary(const std::string&, const Tensor&, Tensor&, void*) { no_cuda("unary"); }
-void binary(const std::string&, const Tensor&, const Tensor&, Tensor&, void*) { no_cuda("binary"); }
+void unary(detail::UnaryKind, double, double, const Tensor&, Tensor&, void*) { no_cuda("unary"); }
+void binary(detail::BinaryKind, const Tensor&, const Tensor&, Tensor&, void*) { no_cuda("binary"); }
 void where(const Tensor&, const Tensor&, const Tensor&, Tensor&, void*) { no_cuda("where"); }
 void cast(const Tensor&, Tensor&, void*) { no_cuda("cast"); }
 void fill(Tensor&, double, void*) { no_cuda("fill"); }

@@ -1,5 +1,7 @@
 // Elementwise ops: unary math, binary arithmetic/comparison with numpy broadcasting,
-// where, and cast. Each op kind is one row of a table: name, kernel, gradient.
+// where, and cast. The unary and binary ops are expanded from the rows of
+// ops/elementwise_table.hpp: name, dtype rule, parameters, kernel, gradient, DSL function.
+#include <charconv>
 #include <cmath>
 
 #include "backends/cuda/op_kernels.hpp"
@@ -18,17 +20,38 @@ namespace {
 constexpr std::int64_t kGrain = 1 << 14;  // elements per parallel task
 
 // ---- unary ------------------------------------------------------------------------
+//
+// Every unary op is one row of CONVGRAPH_UNARY_OPS (ops/elementwise_table.hpp): its name,
+// dtype rule, parameters, formula and gradient are expanded here from the row.
 
-using detail::UnaryKind;  // the kind lists live in ops/elementwise_info.hpp
+using detail::UnaryKind;
+using detail::unary_traits;
 
-const char* unary_name(UnaryKind k) {
-  constexpr const char* names[] = {"neg", "exp", "log", "sqrt", "abs", "sign", "relu", "sigmoid", "tanh"};
-  return names[static_cast<int>(k)];
+// Shortest text that reads back as the same double ("0.01", not "0.01000000000000000021").
+std::string number_text(double v) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
 }
 
-bool unary_needs_float(UnaryKind k) {
-  return k == UnaryKind::exp || k == UnaryKind::log || k == UnaryKind::sqrt || k == UnaryKind::sigmoid ||
-         k == UnaryKind::tanh;
+bool unary_check(UnaryKind k, double a, double b) {
+  switch (k) {
+#define CONVGRAPH_EW_CHECK(id, rule, n, p0, p1, check, ...) \
+  case UnaryKind::id: return (check);
+    CONVGRAPH_UNARY_OPS(CONVGRAPH_EW_CHECK)
+#undef CONVGRAPH_EW_CHECK
+  }
+  return true;
+}
+
+const char* unary_check_why(UnaryKind k) {
+  switch (k) {
+#define CONVGRAPH_EW_WHY(id, rule, n, p0, p1, check, why, ...) \
+  case UnaryKind::id: return why;
+    CONVGRAPH_UNARY_OPS(CONVGRAPH_EW_WHY)
+#undef CONVGRAPH_EW_WHY
+  }
+  return "";
 }
 
 template <class T, class F>
@@ -42,29 +65,50 @@ void map_unary(const Tensor& a, Tensor& out, const ExecContext& ctx, F f) {
 
 class UnaryOp final : public Op {
  public:
-  explicit UnaryOp(UnaryKind k) : kind_(k) {}
+  UnaryOp(UnaryKind k, double a, double b) : kind_(k) {
+    const auto& tr = unary_traits(k);
+    const double given[2] = {a, b};
+    for (int i = 0; i < tr.params; ++i) {
+      if (!std::isfinite(given[i]))
+        throw ValueError(msg(tr.name, ": parameter ", tr.param[i], " must be finite, got ", given[i]));
+      p_[i] = given[i];
+    }
+    if (!unary_check(k, p_[0], p_[1])) throw ValueError(msg(tr.name, ": ", unary_check_why(k), "; got ", params()));
+  }
   UnaryKind kind() const { return kind_; }
-  std::string name() const override { return unary_name(kind_); }
+  double param(int i) const { return p_[i]; }
+  std::string name() const override { return unary_traits(kind_).name; }
+  /// "alpha=0.01", "lo=0,hi=6": equal ops have equal text (CSE merges them).
+  std::string params() const override {
+    const auto& tr = unary_traits(kind_);
+    std::string s;
+    for (int i = 0; i < tr.params; ++i) s += msg(i ? "," : "", tr.param[i], "=", number_text(p_[i]));
+    return s;
+  }
   TensorType infer(const std::vector<TensorType>& in) const override {
+    const auto& tr = unary_traits(kind_);
     if (in.size() != 1) throw ValueError(msg(name(), ": expects 1 input, got ", in.size()));
-    if (in[0].dtype == DType::boolean || (unary_needs_float(kind_) && !is_float(in[0].dtype)))
-      throw TypeError(msg(name(), ": input must be ", unary_needs_float(kind_) ? "a float tensor" : "numeric",
-                          ", got ", in[0].to_string()));
+    const bool floating = tr.rule == detail::UnaryRule::floating;
+    if (in[0].dtype == DType::boolean || (floating && !is_float(in[0].dtype)))
+      throw TypeError(msg(name(), ": input must be ", floating ? "a float tensor" : "numeric", ", got ",
+                          in[0].to_string()));
+    // An integer tensor takes its parameters converted to its type: only whole numbers.
+    for (int i = 0; i < tr.params; ++i)
+      if (!is_float(in[0].dtype) && p_[i] != std::trunc(p_[i]))
+        throw TypeError(msg(name(), ": parameter ", tr.param[i], "=", number_text(p_[i]),
+                            " is not a whole number, but the input is ", in[0].to_string()));
     return in[0];
   }
   std::vector<Var> grad(const std::vector<Var>& in, const Var& out, const Var& g) const override {
     const Var& x = in[0];
     if (!is_float(x.dtype())) return {Var()};
+    const double a = p_[0], b = p_[1];
+    (void)out, (void)a, (void)b;
     switch (kind_) {
-      case UnaryKind::neg: return {-g};
-      case UnaryKind::exp: return {g * out};
-      case UnaryKind::log: return {g / x};
-      case UnaryKind::sqrt: return {g / (out * 2.0)};
-      case UnaryKind::abs: return {g * sign(x)};
-      case UnaryKind::sign: return {zeros_like(x)};
-      case UnaryKind::relu: return {where(x > 0.0, g, zeros_like(g))};
-      case UnaryKind::sigmoid: return {g * out * (1.0 - out)};
-      case UnaryKind::tanh: return {g * (1.0 - out * out)};
+#define CONVGRAPH_EW_GRAD(id, rule, n, p0, p1, check, why, formula, gradient) \
+  case UnaryKind::id: return {gradient};
+      CONVGRAPH_UNARY_OPS(CONVGRAPH_EW_GRAD)
+#undef CONVGRAPH_EW_GRAD
     }
     return {Var()};
   }
@@ -72,97 +116,51 @@ class UnaryOp final : public Op {
     return d == DeviceKind::cuda && gpu::elementwise_dtype_supported(in[0].dtype) && in[0].dtype != DType::boolean;
   }
   void perform(const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) const override {
-    if (out.device() == DeviceKind::cuda) return gpu::unary(name(), in[0], out, ctx.stream);
+    if (out.device() == DeviceKind::cuda) return gpu::unary(kind_, p_[0], p_[1], in[0], out, ctx.stream);
     dispatch_dtype(in[0].dtype(), "unary", [&](auto z) {
       using T = decltype(z);
-      if constexpr (std::is_same_v<T, bool>) {
-        throw TypeError(msg(name(), ": bool input"));
-      } else {
-        switch (kind_) {
-          case UnaryKind::neg: map_unary<T>(in[0], out, ctx, [](T v) { return static_cast<T>(-v); }); break;
-          case UnaryKind::abs: map_unary<T>(in[0], out, ctx, [](T v) { return v < 0 ? static_cast<T>(-v) : v; }); break;
-          case UnaryKind::sign: map_unary<T>(in[0], out, ctx, [](T v) { return static_cast<T>((v > 0) - (v < 0)); }); break;
-          case UnaryKind::relu: map_unary<T>(in[0], out, ctx, [](T v) { return v > 0 ? v : T(0); }); break;
-          default:
-            if constexpr (std::is_floating_point_v<T>) {
-              switch (kind_) {
-                case UnaryKind::exp: map_unary<T>(in[0], out, ctx, [](T v) { return std::exp(v); }); break;
-                case UnaryKind::log: map_unary<T>(in[0], out, ctx, [](T v) { return std::log(v); }); break;
-                case UnaryKind::sqrt: map_unary<T>(in[0], out, ctx, [](T v) { return std::sqrt(v); }); break;
-                case UnaryKind::tanh: map_unary<T>(in[0], out, ctx, [](T v) { return std::tanh(v); }); break;
-                case UnaryKind::sigmoid:
-                  // Stable for large |v|: never exponentiates a large positive number.
-                  map_unary<T>(in[0], out, ctx, [](T v) {
-                    return v >= 0 ? T(1) / (T(1) + std::exp(-v)) : std::exp(v) / (T(1) + std::exp(v));
-                  });
-                  break;
-                default: break;
-              }
-            }
+      ew::visit_unary(kind_, [&](auto fn) {
+        using Fn = decltype(fn);
+        if constexpr (ew::unary_applies<T>(Fn::kind)) {
+          const T a = static_cast<T>(p_[0]), b = static_cast<T>(p_[1]);
+          map_unary<T>(in[0], out, ctx, [a, b](T v) { return Fn::apply(v, a, b); });
+        } else {
+          throw TypeError(msg(name(), ": no kernel for ", dtype_name(in[0].dtype()), " input"));
         }
-      }
+      });
       return 0;
     });
   }
 
  private:
   UnaryKind kind_;
+  double p_[2] = {0, 0};
 };
 
-Var unary(UnaryKind k, const Var& x) { return apply(std::make_shared<UnaryOp>(k), {x}); }
-
 // ---- binary -----------------------------------------------------------------------
+//
+// Every binary op is one row of CONVGRAPH_BINARY_OPS (ops/elementwise_table.hpp).
 
 using detail::BinaryKind;
+using detail::binary_traits;
+using detail::is_comparison;
 
-const char* binary_name(BinaryKind k) {
-  constexpr const char* names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
-                                   "lt",  "le",  "gt",  "ge",  "eq",  "ne"};
-  return names[static_cast<int>(k)];
-}
-bool is_comparison(BinaryKind k) { return k >= BinaryKind::lt; }
-
-template <class T>
-T binary_scalar(BinaryKind k, T a, T b) {
-  switch (k) {
-    case BinaryKind::add: return a + b;
-    case BinaryKind::sub: return a - b;
-    case BinaryKind::mul: return a * b;
-    case BinaryKind::div: return a / b;
-    case BinaryKind::pow:
-      if constexpr (std::is_floating_point_v<T>) return std::pow(a, b);
-      else return static_cast<T>(std::pow(static_cast<double>(a), static_cast<double>(b)));
-    case BinaryKind::maximum: return a > b || a != a ? a : b;  // NaN propagates
-    case BinaryKind::minimum: return a < b || a != a ? a : b;
-    default: return T{};
-  }
-}
-
-template <class T>
-bool compare_scalar(BinaryKind k, T a, T b) {
-  switch (k) {
-    case BinaryKind::lt: return a < b;
-    case BinaryKind::le: return a <= b;
-    case BinaryKind::gt: return a > b;
-    case BinaryKind::ge: return a >= b;
-    case BinaryKind::eq: return a == b;
-    case BinaryKind::ne: return a != b;
-    default: return false;
-  }
-}
+// A row's gradients, each summed over the axes along which its operand was broadcast.
+#define CONVGRAPH_EW_BGRAD_arith(gx, gy) {sum_to(gx, x), sum_to(gy, y)}
+#define CONVGRAPH_EW_BGRAD_minmax(gx, gy) {sum_to(gx, x), sum_to(gy, y)}
+#define CONVGRAPH_EW_BGRAD_compare(gx, gy) {Var(), Var()}
 
 class BinaryOp final : public Op {
  public:
   explicit BinaryOp(BinaryKind k) : kind_(k) {}
   BinaryKind kind() const { return kind_; }
-  std::string name() const override { return binary_name(kind_); }
+  std::string name() const override { return binary_traits(kind_).name; }
   TensorType infer(const std::vector<TensorType>& in) const override {
     if (in.size() != 2) throw ValueError(msg(name(), ": expects 2 inputs, got ", in.size()));
     if (in[0].dtype != in[1].dtype)
       throw TypeError(msg(name(), ": operands have different dtypes ", in[0].to_string(), " and ", in[1].to_string(),
                           " (the DSL inserts casts; direct users must cast)"));
-    if (!is_comparison(kind_) && kind_ != BinaryKind::maximum && kind_ != BinaryKind::minimum &&
-        in[0].dtype == DType::boolean)
+    if (binary_traits(kind_).rule == detail::BinaryRule::arith && in[0].dtype == DType::boolean)
       throw TypeError(msg(name(), ": arithmetic on bool tensors; cast them first"));
     TensorType out = in[0];
     out.shape = detail::broadcast_shapes(in[0].shape, in[1].shape, name());
@@ -170,65 +168,44 @@ class BinaryOp final : public Op {
     return out;
   }
   std::vector<Var> grad(const std::vector<Var>& in, const Var& out, const Var& g) const override {
-    const Var& a = in[0];
-    const Var& b = in[1];
-    if (is_comparison(kind_) || !is_float(a.dtype())) return {Var(), Var()};
-    auto to_a = [&](const Var& v) { return sum_to(v, a); };
-    auto to_b = [&](const Var& v) { return sum_to(v, b); };
-    // Each operand's gradient is summed over the axes along which it was broadcast.
+    const Var& x = in[0];
+    const Var& y = in[1];
+    if (is_comparison(kind_) || !is_float(x.dtype())) return {Var(), Var()};
     switch (kind_) {
-      case BinaryKind::add: return {sum_to(g, a), sum_to(g, b)};
-      case BinaryKind::sub: return {sum_to(g, a), sum_to(-g, b)};
-      case BinaryKind::mul: return {to_a(g * b), to_b(g * a)};
-      case BinaryKind::div: return {to_a(g / b), to_b(-(g * out) / b)};
-      case BinaryKind::pow: return {to_a(g * b * pow(a, b - 1.0)), to_b(g * out * log(a))};
-      case BinaryKind::maximum: {
-        const Var pick_a = ge(a, b);
-        return {to_a(where(pick_a, g, zeros_like(g))), to_b(where(pick_a, zeros_like(g), g))};
-      }
-      case BinaryKind::minimum: {
-        const Var pick_a = le(a, b);
-        return {to_a(where(pick_a, g, zeros_like(g))), to_b(where(pick_a, zeros_like(g), g))};
-      }
-      default: return {Var(), Var()};
+#define CONVGRAPH_EW_GRAD(id, rule, formula, gx, gy) \
+  case BinaryKind::id: return CONVGRAPH_EW_BGRAD_##rule(gx, gy);
+      CONVGRAPH_BINARY_OPS(CONVGRAPH_EW_GRAD)
+#undef CONVGRAPH_EW_GRAD
     }
+    (void)out;
+    return {Var(), Var()};
   }
   bool has_device_kernel(DeviceKind d, const std::vector<TensorType>& in) const override {
     return d == DeviceKind::cuda && gpu::elementwise_dtype_supported(in[0].dtype);
   }
   void perform(const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) const override {
-    if (out.device() == DeviceKind::cuda) return gpu::binary(name(), in[0], in[1], out, ctx.stream);
+    if (out.device() == DeviceKind::cuda) return gpu::binary(kind_, in[0], in[1], out, ctx.stream);
     dispatch_dtype(in[0].dtype(), "binary", [&](auto z) {
       using T = decltype(z);
-      if (is_comparison(kind_)) {
-        detail::broadcast_apply<T, T, bool>(in[0], in[1], out, ctx,
-                                            [k = kind_](T a, T b) { return compare_scalar(k, a, b); });
-        return 0;
-      }
-      if constexpr (!std::is_same_v<T, bool>) {
-        switch (kind_) {  // the common kinds get their own loop so they vectorise
-          case BinaryKind::add: detail::broadcast_apply<T, T, T>(in[0], in[1], out, ctx, [](T a, T b) { return a + b; }); break;
-          case BinaryKind::sub: detail::broadcast_apply<T, T, T>(in[0], in[1], out, ctx, [](T a, T b) { return a - b; }); break;
-          case BinaryKind::mul: detail::broadcast_apply<T, T, T>(in[0], in[1], out, ctx, [](T a, T b) { return a * b; }); break;
-          case BinaryKind::div:
-            if constexpr (std::is_integral_v<T>) {
-              detail::broadcast_apply<T, T, T>(in[0], in[1], out, ctx, [](T a, T b) {
-                if (b == 0) throw ValueError("div: integer division by zero");
-                return a / b;
-              });
-            } else {
-              detail::broadcast_apply<T, T, T>(in[0], in[1], out, ctx, [](T a, T b) { return a / b; });
-            }
-            break;
-          default:
-            detail::broadcast_apply<T, T, T>(in[0], in[1], out, ctx,
-                                             [k = kind_](T a, T b) { return binary_scalar(k, a, b); });
+      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+        if (kind_ == BinaryKind::div) {  // the formula gives 0; the CPU can say so instead
+          const T* d = in[1].data<T>();
+          for (std::int64_t i = 0; i < in[1].numel(); ++i)
+            if (d[i] == 0) throw ValueError("div: integer division by zero");
         }
-      } else {
-        detail::broadcast_apply<bool, bool, bool>(in[0], in[1], out, ctx, [k = kind_](bool a, bool b) {
-          return k == BinaryKind::maximum ? (a || b) : (a && b);
-        });
       }
+      ew::visit_binary(kind_, [&](auto fn) {
+        using Fn = decltype(fn);
+        constexpr detail::BinaryRule rule = binary_traits(Fn::kind).rule;
+        if constexpr (rule == detail::BinaryRule::compare) {
+          detail::broadcast_apply<T, T, bool>(in[0], in[1], out, ctx, [](T a, T b) { return Fn::apply(a, b); });
+        } else if constexpr (std::is_same_v<T, bool> && rule == detail::BinaryRule::arith) {
+          throw TypeError(msg(name(), ": arithmetic on bool tensors; cast them first"));
+        } else {
+          detail::broadcast_apply<T, T, T>(in[0], in[1], out, ctx,
+                                           [](T a, T b) { return static_cast<T>(Fn::apply(a, b)); });
+        }
+      });
       return 0;
     });
   }
@@ -314,18 +291,27 @@ class CastOp final : public Op {
 detail::ElementwiseInfo detail::elementwise_info(const Op& op) {
   using C = ElementwiseInfo::Class;
   ElementwiseInfo info;
-  if (auto* u = dynamic_cast<const UnaryOp*>(&op)) info = {C::unary, 1, u->kind()};
+  if (auto* u = dynamic_cast<const UnaryOp*>(&op)) {
+    info = {C::unary, 1, u->kind()};
+    info.param[0] = u->param(0);
+    info.param[1] = u->param(1);
+  }
   else if (auto* b = dynamic_cast<const BinaryOp*>(&op)) info = {C::binary, 2, UnaryKind::neg, b->kind()};
   else if (dynamic_cast<const WhereOp*>(&op)) info = {C::where, 3};
   else if (auto* c = dynamic_cast<const CastOp*>(&op)) info = {C::cast, 1, UnaryKind::neg, BinaryKind::add, c->to()};
   return info;
 }
 
+Var detail::unary_op(UnaryKind k, const Var& x, double a, double b) {
+  if (!x.defined()) throw ValueError(msg(unary_traits(k).name, ": undefined variable"));
+  return apply(std::make_shared<UnaryOp>(k, a, b), {x});
+}
+
 Var operator+(const Var& a, const Var& b) { return binary(BinaryKind::add, a, b); }
 Var operator-(const Var& a, const Var& b) { return binary(BinaryKind::sub, a, b); }
 Var operator*(const Var& a, const Var& b) { return binary(BinaryKind::mul, a, b); }
 Var operator/(const Var& a, const Var& b) { return binary(BinaryKind::div, a, b); }
-Var operator-(const Var& a) { return unary(UnaryKind::neg, a); }
+Var operator-(const Var& a) { return neg(a); }
 Var operator+(const Var& a, double b) { return a + number_like(b, a); }
 Var operator-(const Var& a, double b) { return a - number_like(b, a); }
 Var operator*(const Var& a, double b) { return a * number_like(b, a); }
@@ -337,16 +323,20 @@ Var operator/(double a, const Var& b) { return number_like(a, b) / b; }
 
 Var pow(const Var& a, const Var& b) { return binary(BinaryKind::pow, a, b); }
 Var pow(const Var& a, double b) { return pow(a, number_like(b, a)); }
-Var exp(const Var& x) { return unary(UnaryKind::exp, x); }
-Var log(const Var& x) { return unary(UnaryKind::log, x); }
-Var sqrt(const Var& x) { return unary(UnaryKind::sqrt, x); }
-Var abs(const Var& x) { return unary(UnaryKind::abs, x); }
-Var sign(const Var& x) { return unary(UnaryKind::sign, x); }
-Var relu(const Var& x) { return unary(UnaryKind::relu, x); }
-Var sigmoid(const Var& x) { return unary(UnaryKind::sigmoid, x); }
-Var tanh(const Var& x) { return unary(UnaryKind::tanh, x); }
 Var maximum(const Var& a, const Var& b) { return binary(BinaryKind::maximum, a, b); }
 Var minimum(const Var& a, const Var& b) { return binary(BinaryKind::minimum, a, b); }
+
+// One DSL function per unary row, taking the row's parameters after x.
+#define CONVGRAPH_EW_SIG_0
+#define CONVGRAPH_EW_SIG_1 , double a
+#define CONVGRAPH_EW_SIG_2 , double a, double b
+#define CONVGRAPH_EW_ARGS_0 0, 0
+#define CONVGRAPH_EW_ARGS_1 a, 0
+#define CONVGRAPH_EW_ARGS_2 a, b
+#define CONVGRAPH_EW_DSL(id, rule, n, ...) \
+  Var id(const Var& x CONVGRAPH_EW_SIG_##n) { return detail::unary_op(UnaryKind::id, x, CONVGRAPH_EW_ARGS_##n); }
+CONVGRAPH_UNARY_OPS(CONVGRAPH_EW_DSL)
+#undef CONVGRAPH_EW_DSL
 
 Var lt(const Var& a, const Var& b) { return binary(BinaryKind::lt, a, b); }
 Var le(const Var& a, const Var& b) { return binary(BinaryKind::le, a, b); }

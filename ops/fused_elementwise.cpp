@@ -2,13 +2,15 @@
 // of kBlock output elements. Each block gathers (or reads in place) its inputs, then runs
 // every instruction over the whole block, so each instruction is a tight loop the
 // compiler vectorises and the intermediates stay in cache instead of making a round trip
-// through memory per op. The scalar formulas are the ones of ops/elementwise.cpp, applied
-// in the same order, so fused results equal unfused ones bit for bit (a NaN only as a
+// through memory per op. The scalar formulas are the rows of ops/elementwise_table.hpp,
+// the very functions the unfused ops run, so fused results equal unfused ones bit for bit (a NaN only as a
 // class: the sign and payload of a NaN made by arithmetic are unspecified).
 #include "ops/fused_elementwise.hpp"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <cstring>
 #include <memory>
 
@@ -24,11 +26,6 @@ constexpr std::int64_t kTaskElems = 1 << 14;  // elements per parallel task at l
 
 bool is_host_float(DType t) { return t == DType::float32 || t == DType::float64; }
 
-const char* unary_text(UnaryKind k) {
-  constexpr const char* names[] = {"-", "exp", "log", "sqrt", "abs", "sign", "relu", "sigmoid", "tanh"};
-  return names[static_cast<int>(k)];
-}
-
 // Infix operators carry a precedence; function-style binaries print as calls.
 struct BinaryText {
   const char* text;
@@ -37,61 +34,36 @@ struct BinaryText {
 BinaryText binary_text(BinaryKind k) {
   constexpr BinaryText t[] = {{"+", 2}, {"-", 2}, {"*", 3}, {"/", 3}, {"pow", 0}, {"max", 0}, {"min", 0},
                               {"<", 1}, {"<=", 1}, {">", 1}, {">=", 1}, {"==", 1}, {"!=", 1}};
+  static_assert(std::size(t) == kBinaryKinds, "one text per row of CONVGRAPH_BINARY_OPS, in row order");
   return t[static_cast<int>(k)];
 }
-bool is_comparison(BinaryKind k) { return k >= BinaryKind::lt; }
 
 // ---- kernels over one block -------------------------------------------------------
+// The formulas are the rows of ops/elementwise_table.hpp, as in the unfused ops.
 
 template <class T>
-void run_unary(UnaryKind k, const T* x, T* y, std::int64_t n) {
-  switch (k) {
-    case UnaryKind::neg: for (std::int64_t i = 0; i < n; ++i) y[i] = static_cast<T>(-x[i]); break;
-    case UnaryKind::exp: for (std::int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i]); break;
-    case UnaryKind::log: for (std::int64_t i = 0; i < n; ++i) y[i] = std::log(x[i]); break;
-    case UnaryKind::sqrt: for (std::int64_t i = 0; i < n; ++i) y[i] = std::sqrt(x[i]); break;
-    case UnaryKind::abs: for (std::int64_t i = 0; i < n; ++i) y[i] = x[i] < 0 ? static_cast<T>(-x[i]) : x[i]; break;
-    case UnaryKind::sign:
-      for (std::int64_t i = 0; i < n; ++i) y[i] = static_cast<T>((x[i] > 0) - (x[i] < 0));
-      break;
-    case UnaryKind::relu: for (std::int64_t i = 0; i < n; ++i) y[i] = x[i] > 0 ? x[i] : T(0); break;
-    case UnaryKind::tanh: for (std::int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]); break;
-    case UnaryKind::sigmoid:
-      // The unfused op's stable formula, v >= 0 ? 1/(1+exp(-v)) : exp(v)/(1+exp(v)),
-      // rewritten without a branch: both cases exponentiate -|v|, so the results are the
-      // same bits, and random signs no longer cost a mispredicted branch per element.
-      for (std::int64_t i = 0; i < n; ++i) {
-        const T v = x[i];
-        const T e = std::exp(v >= 0 ? -v : v);
-        y[i] = (v >= 0 ? T(1) : e) / (T(1) + e);
-      }
-      break;
-  }
+void run_unary(const FusedInstr& ins, const T* x, T* y, std::int64_t n) {
+  ew::visit_unary(ins.unary, [&](auto fn) {
+    using Fn = decltype(fn);
+    if constexpr (ew::unary_applies<T>(Fn::kind)) {
+      const T a = static_cast<T>(ins.param[0]), b = static_cast<T>(ins.param[1]);
+      for (std::int64_t i = 0; i < n; ++i) y[i] = Fn::apply(x[i], a, b);
+    }
+  });
 }
 
 template <class T>
 void run_binary(BinaryKind k, const T* a, const T* b, void* out, std::int64_t n) {
-  T* y = static_cast<T*>(out);
-  bool* m = static_cast<bool*>(out);
-  switch (k) {
-    case BinaryKind::add: for (std::int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i]; break;
-    case BinaryKind::sub: for (std::int64_t i = 0; i < n; ++i) y[i] = a[i] - b[i]; break;
-    case BinaryKind::mul: for (std::int64_t i = 0; i < n; ++i) y[i] = a[i] * b[i]; break;
-    case BinaryKind::div: for (std::int64_t i = 0; i < n; ++i) y[i] = a[i] / b[i]; break;
-    case BinaryKind::pow: for (std::int64_t i = 0; i < n; ++i) y[i] = std::pow(a[i], b[i]); break;
-    case BinaryKind::maximum:  // NaN propagates, as in the unfused op
-      for (std::int64_t i = 0; i < n; ++i) y[i] = a[i] > b[i] || a[i] != a[i] ? a[i] : b[i];
-      break;
-    case BinaryKind::minimum:
-      for (std::int64_t i = 0; i < n; ++i) y[i] = a[i] < b[i] || a[i] != a[i] ? a[i] : b[i];
-      break;
-    case BinaryKind::lt: for (std::int64_t i = 0; i < n; ++i) m[i] = a[i] < b[i]; break;
-    case BinaryKind::le: for (std::int64_t i = 0; i < n; ++i) m[i] = a[i] <= b[i]; break;
-    case BinaryKind::gt: for (std::int64_t i = 0; i < n; ++i) m[i] = a[i] > b[i]; break;
-    case BinaryKind::ge: for (std::int64_t i = 0; i < n; ++i) m[i] = a[i] >= b[i]; break;
-    case BinaryKind::eq: for (std::int64_t i = 0; i < n; ++i) m[i] = a[i] == b[i]; break;
-    case BinaryKind::ne: for (std::int64_t i = 0; i < n; ++i) m[i] = a[i] != b[i]; break;
-  }
+  ew::visit_binary(k, [&](auto fn) {
+    using Fn = decltype(fn);
+    if constexpr (is_comparison(Fn::kind)) {
+      bool* m = static_cast<bool*>(out);
+      for (std::int64_t i = 0; i < n; ++i) m[i] = Fn::apply(a[i], b[i]);
+    } else {
+      T* y = static_cast<T*>(out);
+      for (std::int64_t i = 0; i < n; ++i) y[i] = static_cast<T>(Fn::apply(a[i], b[i]));
+    }
+  });
 }
 
 template <class T>
@@ -267,8 +239,8 @@ class FusedElementwiseOp final : public Op {
     const bool f64 = prog_.reg_dtype(ins.code == FusedInstr::Code::where ? ins.b : ins.a) == DType::float64;
     switch (ins.code) {
       case FusedInstr::Code::unary:
-        if (f64) run_unary(ins.unary, static_cast<const double*>(a), static_cast<double*>(dst), n);
-        else run_unary(ins.unary, static_cast<const float*>(a), static_cast<float*>(dst), n);
+        if (f64) run_unary(ins, static_cast<const double*>(a), static_cast<double*>(dst), n);
+        else run_unary(ins, static_cast<const float*>(a), static_cast<float*>(dst), n);
         break;
       case FusedInstr::Code::binary: {
         const void* b = reg[static_cast<std::size_t>(ins.b)];
@@ -295,6 +267,13 @@ class FusedElementwiseOp final : public Op {
   FusedProgram prog_;
   std::string text_;
 };
+
+// Shortest text that reads back as the same double.
+std::string number_text(double v) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
 
 std::string format_constant(double v, DType t) {
   char buf[40];
@@ -381,7 +360,11 @@ std::string FusedProgram::text() const {
           expr[r] = "-" + wrap(c.a, p(c.a) < 5);
           prec[r] = 4;
         } else {
-          expr[r] = std::string(unary_text(c.unary)) + "(" + expr[static_cast<std::size_t>(c.a)] + ")";
+          // name(x) or, with parameters, name(x,a[,b]): "clip(i0,0,6)".
+          const auto& tr = unary_traits(c.unary);
+          expr[r] = std::string(tr.name) + "(" + expr[static_cast<std::size_t>(c.a)];
+          for (int i = 0; i < tr.params; ++i) expr[r] += "," + number_text(c.param[i]);
+          expr[r] += ")";
         }
         break;
       case FusedInstr::Code::binary: {

@@ -19,6 +19,7 @@ struct FusedInstr {
   DType dtype = DType::float32;  ///< of the result register
   int a = -1, b = -1, c = -1;    ///< operand registers; where: a ? b : c
   double value = 0;              ///< constants: splatted in `dtype`
+  double param[2] = {0, 0};      ///< unary: the row's scalar parameters (leaky_relu's alpha, clip's lo and hi)
 };
 
 struct FusedProgram {

@@ -91,7 +91,12 @@ FusedProgram build_program(const Group& g, std::vector<Var>& inputs) {
     if (in.size() > 1) ins.b = reg.at(in[1].node());
     if (in.size() > 2) ins.c = reg.at(in[2].node());
     switch (info.cls) {
-      case ElementwiseInfo::Class::unary: ins.code = FusedInstr::Code::unary; ins.unary = info.unary; break;
+      case ElementwiseInfo::Class::unary:
+        ins.code = FusedInstr::Code::unary;
+        ins.unary = info.unary;
+        ins.param[0] = info.param[0];
+        ins.param[1] = info.param[1];
+        break;
       case ElementwiseInfo::Class::binary: ins.code = FusedInstr::Code::binary; ins.binary = info.binary; break;
       case ElementwiseInfo::Class::where: ins.code = FusedInstr::Code::where; break;
       default: ins.code = FusedInstr::Code::cast; break;

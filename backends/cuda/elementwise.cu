@@ -1,6 +1,7 @@
 // Elementwise DSL kernels: unary math, binary arithmetic / comparison with numpy
 // broadcasting (BroadcastPlan offsets), where, cast, fill and the broadcast copy behind
-// broadcast_to. Grid-stride loops; the op code is a kernel argument (warp-uniform).
+// broadcast_to. Grid-stride loops. The unary and binary formulas are the rows of
+// ops/elementwise_table.hpp, one kernel instance per row and type.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -17,81 +18,21 @@ using cuda::kernels::kThreads;
 
 namespace {
 
-// ---- unary --------------------------------------------------------------------------
+// ---- unary and binary: one kernel per row of ops/elementwise_table.hpp and type ----------
 
-template <class T>
-__device__ T unary_value(UnaryCode op, T v) {
-  switch (op) {
-    case UnaryCode::neg: return static_cast<T>(-v);
-    case UnaryCode::abs: return v < T(0) ? static_cast<T>(-v) : v;
-    case UnaryCode::sign: return static_cast<T>((v > T(0)) - (v < T(0)));
-    case UnaryCode::relu: return v > T(0) ? v : T(0);
-    default: break;
-  }
-  if constexpr (std::is_floating_point_v<T>) {
-    switch (op) {
-      case UnaryCode::exp: return exp(v);
-      case UnaryCode::log: return log(v);
-      case UnaryCode::sqrt: return sqrt(v);
-      case UnaryCode::tanh: return tanh(v);
-      // Stable for large |v|: never exponentiates a large positive number (as on the CPU).
-      case UnaryCode::sigmoid: return v >= T(0) ? T(1) / (T(1) + exp(-v)) : exp(v) / (T(1) + exp(v));
-      default: break;
-    }
-  }
-  return T(0);  // unreachable: infer() rejects float-only functions of integers
+template <class T, class Fn>
+__global__ void unary_kernel(const T* x, T* y, long long n, T a, T b) {
+  CG_GRID_STRIDE_LOOP(i, n) { y[i] = Fn::apply(x[i], a, b); }
 }
 
-template <class T>
-__global__ void unary_kernel(UnaryCode op, const T* x, T* y, long long n) {
-  CG_GRID_STRIDE_LOOP(i, n) { y[i] = unary_value(op, x[i]); }
+template <class T, class Fn>
+__global__ void arith_kernel(const T* a, const T* b, T* out, BroadcastPlan p) {
+  CG_GRID_STRIDE_LOOP(i, p.total) { out[i] = static_cast<T>(Fn::apply(a[plan_offset(p, 0, i)], b[plan_offset(p, 1, i)])); }
 }
 
-// ---- binary -------------------------------------------------------------------------
-
-template <class T>
-__device__ T arith_value(BinaryCode op, T a, T b) {
-  if constexpr (std::is_same_v<T, bool>) {
-    return op == BinaryCode::maximum ? (a || b) : (a && b);
-  } else {
-    switch (op) {
-      case BinaryCode::add: return a + b;
-      case BinaryCode::sub: return a - b;
-      case BinaryCode::mul: return a * b;
-      case BinaryCode::div:
-        if constexpr (std::is_integral_v<T>) return b == T(0) ? T(0) : static_cast<T>(a / b);  // no trap on a GPU
-        else return a / b;
-      case BinaryCode::pow:
-        if constexpr (std::is_floating_point_v<T>) return pow(a, b);
-        else return static_cast<T>(pow(static_cast<double>(a), static_cast<double>(b)));
-      case BinaryCode::maximum: return a > b || a != a ? a : b;  // NaN propagates
-      case BinaryCode::minimum: return a < b || a != a ? a : b;
-      default: return T(0);
-    }
-  }
-}
-
-template <class T>
-__device__ bool compare_value(BinaryCode op, T a, T b) {
-  switch (op) {
-    case BinaryCode::lt: return a < b;
-    case BinaryCode::le: return a <= b;
-    case BinaryCode::gt: return a > b;
-    case BinaryCode::ge: return a >= b;
-    case BinaryCode::eq: return a == b;
-    case BinaryCode::ne: return a != b;
-    default: return false;
-  }
-}
-
-template <class T>
-__global__ void arith_kernel(BinaryCode op, const T* a, const T* b, T* out, BroadcastPlan p) {
-  CG_GRID_STRIDE_LOOP(i, p.total) { out[i] = arith_value(op, a[plan_offset(p, 0, i)], b[plan_offset(p, 1, i)]); }
-}
-
-template <class T>
-__global__ void compare_kernel(BinaryCode op, const T* a, const T* b, bool* out, BroadcastPlan p) {
-  CG_GRID_STRIDE_LOOP(i, p.total) { out[i] = compare_value(op, a[plan_offset(p, 0, i)], b[plan_offset(p, 1, i)]); }
+template <class T, class Fn>
+__global__ void compare_kernel(const T* a, const T* b, bool* out, BroadcastPlan p) {
+  CG_GRID_STRIDE_LOOP(i, p.total) { out[i] = Fn::apply(a[plan_offset(p, 0, i)], b[plan_offset(p, 1, i)]); }
 }
 
 // ---- where / broadcast copy (moved by element size) ---------------------------------
@@ -192,11 +133,19 @@ void numeric(Elem t, const char* who, F&& f) {
 
 }  // namespace
 
-void unary(UnaryCode op, Elem t, const void* x, void* y, long long n, cudaStream_t stream) {
+void unary(UnaryCode op, Elem t, const void* x, void* y, long long n, double a, double b, cudaStream_t stream) {
   if (n == 0) return;
   numeric(t, "unary", [&](auto z) {
     using T = decltype(z);
-    unary_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(op, static_cast<const T*>(x), static_cast<T*>(y), n);
+    ew::visit_unary(op, [&](auto fn) {
+      using Fn = decltype(fn);
+      if constexpr (ew::unary_applies<T>(Fn::kind)) {
+        unary_kernel<T, Fn><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), n,
+                                                                     static_cast<T>(a), static_cast<T>(b));
+      } else {
+        throw TypeError(msg(detail::unary_traits(op).name, ": no CUDA kernel for integer input"));
+      }
+    });
   });
   CG_CUDA_CHECK_LAUNCH();
 }
@@ -209,8 +158,16 @@ void binary(BinaryCode op, Elem t, const void* a, const void* b, void* out, cons
     using T = decltype(z);
     const T* pa = static_cast<const T*>(a);
     const T* pb = static_cast<const T*>(b);
-    if (is_comparison(op)) compare_kernel<T><<<grid, kThreads, 0, stream>>>(op, pa, pb, static_cast<bool*>(out), p);
-    else arith_kernel<T><<<grid, kThreads, 0, stream>>>(op, pa, pb, static_cast<T*>(out), p);
+    ew::visit_binary(op, [&](auto fn) {
+      using Fn = decltype(fn);
+      constexpr detail::BinaryRule rule = detail::binary_traits(Fn::kind).rule;
+      if constexpr (rule == detail::BinaryRule::compare)
+        compare_kernel<T, Fn><<<grid, kThreads, 0, stream>>>(pa, pb, static_cast<bool*>(out), p);
+      else if constexpr (std::is_same_v<T, bool> && rule == detail::BinaryRule::arith)
+        throw TypeError(msg(detail::binary_traits(op).name, ": arithmetic on bool tensors"));
+      else
+        arith_kernel<T, Fn><<<grid, kThreads, 0, stream>>>(pa, pb, static_cast<T*>(out), p);
+    });
   };
   if (t == Elem::b8) run(bool{});
   else numeric(t, "binary", run);

@@ -1,5 +1,5 @@
 // Tensor-level entry points of the CUDA DSL kernels (include/.../cuda/op_kernels.hpp):
-// checks, index plans, op-name -> kernel-code mapping, and cuBLAS for matmul.
+// checks, index plans, and cuBLAS for matmul.
 #include "backends/cuda/op_kernels.hpp"
 
 #include <algorithm>
@@ -39,34 +39,21 @@ void check_device(const char* op, std::initializer_list<const Tensor*> ts) {
   }
 }
 
-template <std::size_t N>
-int code_of(const std::string& op, const std::array<const char*, N>& names, const char* family) {
-  for (std::size_t i = 0; i < N; ++i)
-    if (op == names[i]) return static_cast<int>(i);
-  throw ValueError(msg("cuda ", family, ": no kernel for op '", op, "'"));
-}
-
-constexpr std::array<const char*, 9> kUnaryNames = {"neg", "exp", "log", "sqrt", "abs", "sign", "relu", "sigmoid", "tanh"};
-constexpr std::array<const char*, 13> kBinaryNames = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
-                                                      "lt",  "le",  "gt",  "ge",  "eq",  "ne"};
-
 }  // namespace
 
 bool elementwise_dtype_supported(DType t) {
   return t == DType::float32 || t == DType::float64 || t == DType::int32 || t == DType::int64 || t == DType::boolean;
 }
 
-void unary(const std::string& op, const Tensor& x, Tensor& out, void* stream) {
+void unary(detail::UnaryKind op, double pa, double pb, const Tensor& x, Tensor& out, void* stream) {
   check_device("cuda unary", {&x, &out});
-  const auto code = static_cast<launch::UnaryCode>(code_of(op, kUnaryNames, "unary"));
-  launch::unary(code, elem(x.dtype()), x.raw(), out.raw(), x.numel(), cuda::as_stream(stream));
+  launch::unary(op, elem(x.dtype()), x.raw(), out.raw(), x.numel(), pa, pb, cuda::as_stream(stream));
 }
 
-void binary(const std::string& op, const Tensor& a, const Tensor& b, Tensor& out, void* stream) {
+void binary(detail::BinaryKind op, const Tensor& a, const Tensor& b, Tensor& out, void* stream) {
   check_device("cuda binary", {&a, &b, &out});
-  const auto code = static_cast<launch::BinaryCode>(code_of(op, kBinaryNames, "binary"));
   const BroadcastPlan p = plan_broadcast({a.shape(), b.shape()}, out.shape());
-  launch::binary(code, elem(a.dtype()), a.raw(), b.raw(), out.raw(), p, cuda::as_stream(stream));
+  launch::binary(op, elem(a.dtype()), a.raw(), b.raw(), out.raw(), p, cuda::as_stream(stream));
 }
 
 void where(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out, void* stream) {

@@ -18,15 +18,16 @@
 
 #include "convgraph/core/device.hpp"
 #include "convgraph/core/tensor.hpp"
+#include "ops/elementwise_table.hpp"
 
 namespace convgraph::gpu {
 
-/// out = f(x); `op` is the DSL op name: neg exp log sqrt abs sign relu sigmoid tanh.
-/// Dtypes: float32, float64, int32, int64 (float-only functions need a float).
-void unary(const std::string& op, const Tensor& x, Tensor& out, void* stream);
-/// out = a (op) b with broadcasting; `op`: add sub mul div pow maximum minimum (out has the
-/// operands' dtype) or lt le gt ge eq ne (out is bool). Operands share one dtype.
-void binary(const std::string& op, const Tensor& a, const Tensor& b, Tensor& out, void* stream);
+/// out = f(x) for a row of CONVGRAPH_UNARY_OPS with parameters (pa, pb). Dtypes: float32,
+/// float64, int32, int64 (float-only rows need a float).
+void unary(detail::UnaryKind op, double pa, double pb, const Tensor& x, Tensor& out, void* stream);
+/// out = a (op) b with broadcasting for a row of CONVGRAPH_BINARY_OPS: arithmetic (out has
+/// the operands' dtype) or comparison (out is bool). Operands share one dtype.
+void binary(detail::BinaryKind op, const Tensor& a, const Tensor& b, Tensor& out, void* stream);
 /// out = cond ? a : b with broadcasting (cond bool).
 void where(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out, void* stream);
 /// out = x converted to out's dtype (any of the 7 dtypes each way).

@@ -6,19 +6,21 @@
 #include <cuda_runtime.h>
 
 #include "backends/cuda/strided_plan.hpp"
+#include "ops/elementwise_table.hpp"
 
 namespace convgraph::gpu::launch {
 
 /// Element types, in DType's order (float16, bfloat16, float32, float64, int32, int64, bool).
 enum class Elem : int { f16, bf16, f32, f64, i32, i64, b8 };
 
-enum class UnaryCode : int { neg, exp, log, sqrt, abs, sign, relu, sigmoid, tanh };
-enum class BinaryCode : int { add, sub, mul, div, pow, maximum, minimum, lt, le, gt, ge, eq, ne };
-inline bool is_comparison(BinaryCode c) { return static_cast<int>(c) >= static_cast<int>(BinaryCode::lt); }
+// The elementwise op kinds are the rows of ops/elementwise_table.hpp.
+using UnaryCode = detail::UnaryKind;
+using BinaryCode = detail::BinaryKind;
 enum class ReduceCode : int { sum, mean, max, min };
 
-/// t in {f32, f64, i32, i64}; y may alias x.
-void unary(UnaryCode op, Elem t, const void* x, void* y, long long n, cudaStream_t stream);
+/// t in {f32, f64, i32, i64} (float-only rows: f32, f64); y may alias x; a and b are the
+/// row's parameters (ignored where it has none).
+void unary(UnaryCode op, Elem t, const void* x, void* y, long long n, double a, double b, cudaStream_t stream);
 /// p has 2 operands; t in {f32, f64, i32, i64, b8}; out is bool (1 byte) for comparisons.
 void binary(BinaryCode op, Elem t, const void* a, const void* b, void* out, const BroadcastPlan& p,
             cudaStream_t stream);

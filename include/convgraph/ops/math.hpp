@@ -33,6 +33,24 @@ Var sign(const Var& x);
 Var relu(const Var& x);
 Var sigmoid(const Var& x);
 Var tanh(const Var& x);
+/// -x (what unary minus builds).
+Var neg(const Var& x);
+/// log(1 + exp(x)), exact for large |x|.
+Var softplus(const Var& x);
+/// The tanh form of GELU: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+Var gelu(const Var& x);
+/// x where x > 0, alpha * x elsewhere (float tensors; alpha finite).
+Var leaky_relu(const Var& x, double alpha = 0.01);
+/// x where x > 0, alpha * (exp(x) - 1) elsewhere (float tensors; alpha finite).
+Var elu(const Var& x, double alpha = 1.0);
+/// log(1 + x) and exp(x) - 1, accurate near 0.
+Var log1p(const Var& x);
+Var expm1(const Var& x);
+/// x * x (any numeric dtype).
+Var square(const Var& x);
+/// x limited to [lo, hi] (lo <= hi, both finite; whole numbers for integer tensors). The
+/// gradient flows where lo <= x <= hi.
+Var clip(const Var& x, double lo, double hi);
 Var maximum(const Var& a, const Var& b);
 Var minimum(const Var& a, const Var& b);
 
