@@ -4,6 +4,7 @@
 // first), so these are only reached by direct calls.
 #include "convgraph/backends/cuda.hpp"
 #include "backends/cuda/op_kernels.hpp"
+#include "convgraph/backends/kernel_registry.hpp"
 
 namespace convgraph::gpu {
 
@@ -34,3 +35,7 @@ void matmul(const Tensor&, const Tensor&, Tensor&, const Shape&, const Shape&, c
 }
 
 }  // namespace convgraph::gpu
+
+namespace convgraph {
+void register_cuda_kernels(KernelRegistry&) {}  // no CUDA kernels in this build
+}  // namespace convgraph

@@ -1,23 +1,20 @@
 // Elementwise ops: unary math, binary arithmetic/comparison with numpy broadcasting,
 // where, and cast. The unary and binary ops are expanded from the rows of
-// ops/elementwise_table.hpp: name, dtype rule, parameters, kernel, gradient, DSL function.
+// ops/elementwise_table.hpp: name, dtype rule, parameters, gradient, DSL function. Their
+// kernels are registered per device under the ops' keys (backends/cpu/elementwise_kernels.cpp,
+// backends/cuda/op_kernels.cpp).
 #include <charconv>
 #include <cmath>
 
-#include "backends/cuda/op_kernels.hpp"
 #include "convgraph/ops/math.hpp"
-#include "ops/broadcast_iter.hpp"
+#include "core/op_key.hpp"
 #include "ops/elementwise_info.hpp"
 #include "ops/kernel_util.hpp"
 
 namespace convgraph {
 
-using detail::dispatch_dtype;
-using detail::parallel_range;
 
 namespace {
-
-constexpr std::int64_t kGrain = 1 << 14;  // elements per parallel task
 
 // ---- unary ------------------------------------------------------------------------
 //
@@ -54,16 +51,7 @@ const char* unary_check_why(UnaryKind k) {
   return "";
 }
 
-template <class T, class F>
-void map_unary(const Tensor& a, Tensor& out, const ExecContext& ctx, F f) {
-  const T* x = a.data<T>();
-  T* y = out.data<T>();
-  parallel_range(ctx, a.numel(), kGrain, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t i = b; i < e; ++i) y[i] = f(x[i]);
-  });
-}
-
-class UnaryOp final : public Op {
+class UnaryOp final : public Op, public detail::KernelKeyed {
  public:
   UnaryOp(UnaryKind k, double a, double b) : kind_(k) {
     const auto& tr = unary_traits(k);
@@ -112,25 +100,7 @@ class UnaryOp final : public Op {
     }
     return {Var()};
   }
-  bool has_device_kernel(DeviceKind d, const std::vector<TensorType>& in) const override {
-    return d == DeviceKind::cuda && gpu::elementwise_dtype_supported(in[0].dtype) && in[0].dtype != DType::boolean;
-  }
-  void perform(const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) const override {
-    if (out.device() == DeviceKind::cuda) return gpu::unary(kind_, p_[0], p_[1], in[0], out, ctx.stream);
-    dispatch_dtype(in[0].dtype(), "unary", [&](auto z) {
-      using T = decltype(z);
-      ew::visit_unary(kind_, [&](auto fn) {
-        using Fn = decltype(fn);
-        if constexpr (ew::unary_applies<T>(Fn::kind)) {
-          const T a = static_cast<T>(p_[0]), b = static_cast<T>(p_[1]);
-          map_unary<T>(in[0], out, ctx, [a, b](T v) { return Fn::apply(v, a, b); });
-        } else {
-          throw TypeError(msg(name(), ": no kernel for ", dtype_name(in[0].dtype()), " input"));
-        }
-      });
-      return 0;
-    });
-  }
+  const char* kernel_key() const override { return "elementwise.unary"; }
 
  private:
   UnaryKind kind_;
@@ -150,7 +120,7 @@ using detail::is_comparison;
 #define CONVGRAPH_EW_BGRAD_minmax(gx, gy) {sum_to(gx, x), sum_to(gy, y)}
 #define CONVGRAPH_EW_BGRAD_compare(gx, gy) {Var(), Var()}
 
-class BinaryOp final : public Op {
+class BinaryOp final : public Op, public detail::KernelKeyed {
  public:
   explicit BinaryOp(BinaryKind k) : kind_(k) {}
   BinaryKind kind() const { return kind_; }
@@ -180,35 +150,7 @@ class BinaryOp final : public Op {
     (void)out;
     return {Var(), Var()};
   }
-  bool has_device_kernel(DeviceKind d, const std::vector<TensorType>& in) const override {
-    return d == DeviceKind::cuda && gpu::elementwise_dtype_supported(in[0].dtype);
-  }
-  void perform(const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) const override {
-    if (out.device() == DeviceKind::cuda) return gpu::binary(kind_, in[0], in[1], out, ctx.stream);
-    dispatch_dtype(in[0].dtype(), "binary", [&](auto z) {
-      using T = decltype(z);
-      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-        if (kind_ == BinaryKind::div) {  // the formula gives 0; the CPU can say so instead
-          const T* d = in[1].data<T>();
-          for (std::int64_t i = 0; i < in[1].numel(); ++i)
-            if (d[i] == 0) throw ValueError("div: integer division by zero");
-        }
-      }
-      ew::visit_binary(kind_, [&](auto fn) {
-        using Fn = decltype(fn);
-        constexpr detail::BinaryRule rule = binary_traits(Fn::kind).rule;
-        if constexpr (rule == detail::BinaryRule::compare) {
-          detail::broadcast_apply<T, T, bool>(in[0], in[1], out, ctx, [](T a, T b) { return Fn::apply(a, b); });
-        } else if constexpr (std::is_same_v<T, bool> && rule == detail::BinaryRule::arith) {
-          throw TypeError(msg(name(), ": arithmetic on bool tensors; cast them first"));
-        } else {
-          detail::broadcast_apply<T, T, T>(in[0], in[1], out, ctx,
-                                           [](T a, T b) { return static_cast<T>(Fn::apply(a, b)); });
-        }
-      });
-      return 0;
-    });
-  }
+  const char* kernel_key() const override { return "elementwise.binary"; }
 
  private:
   BinaryKind kind_;
@@ -232,7 +174,7 @@ Var number_like(double v, const Var& like) {
 
 // ---- where, cast --------------------------------------------------------------------
 
-class WhereOp final : public Op {
+class WhereOp final : public Op, public detail::KernelKeyed {
  public:
   std::string name() const override { return "where"; }
   TensorType infer(const std::vector<TensorType>& in) const override {
@@ -249,18 +191,10 @@ class WhereOp final : public Op {
     const Var zero = zeros_like(g);
     return {Var(), sum_to(where(in[0], g, zero), in[1]), sum_to(where(in[0], zero, g), in[2])};
   }
-  bool has_device_kernel(DeviceKind d, const std::vector<TensorType>&) const override { return d == DeviceKind::cuda; }
-  void perform(const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) const override {
-    if (out.device() == DeviceKind::cuda) return gpu::where(in[0], in[1], in[2], out, ctx.stream);
-    dispatch_dtype(in[1].dtype(), "where", [&](auto z) {
-      using T = decltype(z);
-      detail::broadcast_apply3<T>(in[0], in[1], in[2], out, ctx);
-      return 0;
-    });
-  }
+  const char* kernel_key() const override { return "elementwise.where"; }
 };
 
-class CastOp final : public Op {
+class CastOp final : public Op, public detail::KernelKeyed {
  public:
   explicit CastOp(DType to) : to_(to) {}
   DType to() const { return to_; }
@@ -276,11 +210,7 @@ class CastOp final : public Op {
     if (!is_float(in[0].dtype()) || !is_float(to_)) return {Var()};
     return {cast(g, in[0].dtype())};
   }
-  bool has_device_kernel(DeviceKind d, const std::vector<TensorType>&) const override { return d == DeviceKind::cuda; }
-  void perform(const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) const override {
-    if (out.device() == DeviceKind::cuda) return gpu::cast(in[0], out, ctx.stream);
-    out.copy_from(in[0]);
-  }
+  const char* kernel_key() const override { return "elementwise.cast"; }
 
  private:
   DType to_;

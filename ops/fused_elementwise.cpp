@@ -1,10 +1,7 @@
-// The fused elementwise op: one node that evaluates a chain of elementwise ops in blocks
-// of kBlock output elements. Each block gathers (or reads in place) its inputs, then runs
-// every instruction over the whole block, so each instruction is a tight loop the
-// compiler vectorises and the intermediates stay in cache instead of making a round trip
-// through memory per op. The scalar formulas are the rows of ops/elementwise_table.hpp,
-// the very functions the unfused ops run, so fused results equal unfused ones bit for bit (a NaN only as a
-// class: the sign and payload of a NaN made by arithmetic are unspecified).
+// The fused elementwise op built by the fusion pass: its program's checks, its canonical
+// text, type inference. The kernel that runs the program is registered under the key
+// "elementwise.fused" (backends/cpu/fused_elementwise.cpp); it runs the very loops of the
+// unfused ops, so fused results equal unfused ones bit for bit.
 #include "ops/fused_elementwise.hpp"
 
 #include <charconv>
@@ -14,15 +11,12 @@
 #include <cstring>
 #include <memory>
 
-#include "ops/broadcast_iter.hpp"
+#include "core/op_key.hpp"
 #include "ops/kernel_util.hpp"
 
 namespace convgraph::detail {
 
 namespace {
-
-constexpr std::int64_t kBlock = 512;       // output elements per block (registers fit in L1/L2)
-constexpr std::int64_t kTaskElems = 1 << 14;  // elements per parallel task at least
 
 bool is_host_float(DType t) { return t == DType::float32 || t == DType::float64; }
 
@@ -38,104 +32,7 @@ BinaryText binary_text(BinaryKind k) {
   return t[static_cast<int>(k)];
 }
 
-// ---- kernels over one block -------------------------------------------------------
-// The formulas are the rows of ops/elementwise_table.hpp, as in the unfused ops.
-
-template <class T>
-void run_unary(const FusedInstr& ins, const T* x, T* y, std::int64_t n) {
-  ew::visit_unary(ins.unary, [&](auto fn) {
-    using Fn = decltype(fn);
-    if constexpr (ew::unary_applies<T>(Fn::kind)) {
-      const T a = static_cast<T>(ins.param[0]), b = static_cast<T>(ins.param[1]);
-      for (std::int64_t i = 0; i < n; ++i) y[i] = Fn::apply(x[i], a, b);
-    }
-  });
-}
-
-template <class T>
-void run_binary(BinaryKind k, const T* a, const T* b, void* out, std::int64_t n) {
-  ew::visit_binary(k, [&](auto fn) {
-    using Fn = decltype(fn);
-    if constexpr (is_comparison(Fn::kind)) {
-      bool* m = static_cast<bool*>(out);
-      for (std::int64_t i = 0; i < n; ++i) m[i] = Fn::apply(a[i], b[i]);
-    } else {
-      T* y = static_cast<T*>(out);
-      for (std::int64_t i = 0; i < n; ++i) y[i] = static_cast<T>(Fn::apply(a[i], b[i]));
-    }
-  });
-}
-
-template <class T>
-void run_where(const bool* c, const T* a, const T* b, T* y, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) y[i] = c[i] ? a[i] : b[i];
-}
-
-template <class From, class To>
-void run_cast(const From* x, To* y, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) y[i] = static_cast<To>(x[i]);
-}
-
-template <class T>
-void splat(void* dst, double v, std::int64_t n) {
-  T* d = static_cast<T*>(dst);
-  const T t = static_cast<T>(v);
-  for (std::int64_t i = 0; i < n; ++i) d[i] = t;
-}
-
-void splat_bytes(void* dst, const void* src, std::size_t esize, std::int64_t n) {
-  auto* d = static_cast<unsigned char*>(dst);
-  for (std::int64_t i = 0; i < n; ++i) std::memcpy(d + i * static_cast<std::int64_t>(esize), src, esize);
-}
-
-// How one input reaches a block: read in place (same shape as the output), one value
-// splatted once per task, or gathered through broadcast strides.
-struct InputPlan {
-  enum class Mode { direct, scalar, gather } mode = Mode::direct;
-  const unsigned char* base = nullptr;
-  std::size_t esize = 0;
-  std::vector<std::int64_t> strides;  // per output axis, in elements
-};
-
-// Copies output positions [s, s + n) of a broadcast input into dst, one run along the
-// last axis at a time.
-void gather(const InputPlan& in, const Shape& os, std::int64_t s, std::int64_t n, unsigned char* dst,
-            std::vector<std::int64_t>& idx) {
-  const std::size_t r = os.size();
-  const std::size_t es = in.esize;
-  idx.assign(r, 0);
-  std::int64_t off = 0;
-  for (std::size_t a = r, rest = static_cast<std::size_t>(s); a-- > 0;) {
-    idx[a] = static_cast<std::int64_t>(rest) % os[a];
-    rest /= static_cast<std::size_t>(os[a]);
-    off += idx[a] * in.strides[a];
-  }
-  const std::int64_t w = os[r - 1], st = in.strides[r - 1];
-  std::int64_t done = 0;
-  while (done < n) {
-    const std::int64_t run = std::min(n - done, w - idx[r - 1]);
-    unsigned char* d = dst + done * static_cast<std::int64_t>(es);
-    const unsigned char* src = in.base + off * static_cast<std::int64_t>(es);
-    if (st == 0) splat_bytes(d, src, es, run);
-    else if (st == 1) std::memcpy(d, src, static_cast<std::size_t>(run) * es);
-    else
-      for (std::int64_t j = 0; j < run; ++j) std::memcpy(d + j * static_cast<std::int64_t>(es), src + j * st * static_cast<std::int64_t>(es), es);
-    done += run;
-    idx[r - 1] += run;
-    off += run * st;
-    if (idx[r - 1] < w) continue;
-    off -= w * st;  // carry into the outer axes
-    idx[r - 1] = 0;
-    for (std::size_t a = r - 1; a-- > 0;) {
-      off += in.strides[a];
-      if (++idx[a] < os[a]) break;
-      off -= os[a] * in.strides[a];
-      idx[a] = 0;
-    }
-  }
-}
-
-class FusedElementwiseOp final : public Op {
+class FusedElementwiseOp final : public Op, public KernelKeyed {
  public:
   explicit FusedElementwiseOp(FusedProgram p) : prog_(std::move(p)) {
     prog_.validate();
@@ -167,103 +64,9 @@ class FusedElementwiseOp final : public Op {
                         "compile(), after autodiff - take gradients of the unfused graph"));
   }
 
-  void perform(const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) const override {
-    const std::int64_t total = out.numel();
-    if (total == 0) return;
-    const Shape& os = out.shape();
-    const std::size_t nin = in.size();
-    std::vector<InputPlan> plans(nin);
-    for (std::size_t i = 0; i < nin; ++i) {
-      InputPlan& p = plans[i];
-      p.base = static_cast<const unsigned char*>(in[i].raw());
-      p.esize = dtype_size(in[i].dtype());
-      if (in[i].numel() == total) p.mode = InputPlan::Mode::direct;  // same layout as the output
-      else if (in[i].numel() == 1) p.mode = InputPlan::Mode::scalar;
-      else {
-        p.mode = InputPlan::Mode::gather;
-        p.strides = broadcast_strides(in[i].shape(), os);
-      }
-    }
-    const int nreg = prog_.registers();
-    const int last = nreg - 1;
-    const std::int64_t blocks = (total + kBlock - 1) / kBlock;
-    auto* out_base = static_cast<unsigned char*>(out.raw());
-    const std::size_t out_es = dtype_size(out.dtype());
-    parallel_range(ctx, blocks, std::max<std::int64_t>(1, kTaskElems / kBlock), [&](std::int64_t b0, std::int64_t b1) {
-      // One kBlock slot of 8 bytes per register; doubles keep every slot aligned. Left
-      // uninitialised: every slot is written before it is read.
-      std::unique_ptr<double[]> scratch(new double[static_cast<std::size_t>(nreg) * kBlock]);
-      auto slot = [&](int r) { return reinterpret_cast<unsigned char*>(scratch.get() + static_cast<std::size_t>(r) * kBlock); };
-      std::vector<const void*> reg(static_cast<std::size_t>(nreg), nullptr);
-      std::vector<std::int64_t> idx;
-      // Scalars and constants are the same in every block: splat them once.
-      for (std::size_t i = 0; i < nin; ++i)
-        if (plans[i].mode == InputPlan::Mode::scalar) splat_bytes(slot(static_cast<int>(i)), plans[i].base, plans[i].esize, kBlock);
-      for (std::size_t k = 0; k < prog_.code.size(); ++k) {
-        const FusedInstr& ins = prog_.code[k];
-        if (ins.code != FusedInstr::Code::constant) continue;
-        const int r = static_cast<int>(nin + k);
-        if (ins.dtype == DType::float32) splat<float>(slot(r), ins.value, kBlock);
-        else if (ins.dtype == DType::float64) splat<double>(slot(r), ins.value, kBlock);
-        else splat<bool>(slot(r), ins.value, kBlock);
-        reg[static_cast<std::size_t>(r)] = slot(r);
-      }
-      for (std::int64_t blk = b0; blk < b1; ++blk) {
-        const std::int64_t s = blk * kBlock;
-        const std::int64_t n = std::min(kBlock, total - s);
-        for (std::size_t i = 0; i < nin; ++i) {
-          const InputPlan& p = plans[i];
-          unsigned char* buf = slot(static_cast<int>(i));
-          if (p.mode == InputPlan::Mode::direct) reg[i] = p.base + s * static_cast<std::int64_t>(p.esize);
-          else if (p.mode == InputPlan::Mode::scalar) reg[i] = buf;
-          else {
-            gather(p, os, s, n, buf, idx);
-            reg[i] = buf;
-          }
-        }
-        for (std::size_t k = 0; k < prog_.code.size(); ++k) {
-          const FusedInstr& ins = prog_.code[k];
-          if (ins.code == FusedInstr::Code::constant) continue;
-          const int r = static_cast<int>(nin + k);
-          void* dst = r == last ? static_cast<void*>(out_base + s * static_cast<std::int64_t>(out_es)) : slot(r);
-          run(ins, reg, dst, n);
-          reg[static_cast<std::size_t>(r)] = dst;
-        }
-      }
-    });
-  }
+  const char* kernel_key() const override { return "elementwise.fused"; }
 
  private:
-  void run(const FusedInstr& ins, const std::vector<const void*>& reg, void* dst, std::int64_t n) const {
-    const void* a = reg[static_cast<std::size_t>(ins.a)];
-    const bool f64 = prog_.reg_dtype(ins.code == FusedInstr::Code::where ? ins.b : ins.a) == DType::float64;
-    switch (ins.code) {
-      case FusedInstr::Code::unary:
-        if (f64) run_unary(ins, static_cast<const double*>(a), static_cast<double*>(dst), n);
-        else run_unary(ins, static_cast<const float*>(a), static_cast<float*>(dst), n);
-        break;
-      case FusedInstr::Code::binary: {
-        const void* b = reg[static_cast<std::size_t>(ins.b)];
-        if (f64) run_binary(ins.binary, static_cast<const double*>(a), static_cast<const double*>(b), dst, n);
-        else run_binary(ins.binary, static_cast<const float*>(a), static_cast<const float*>(b), dst, n);
-        break;
-      }
-      case FusedInstr::Code::where: {
-        const void* b = reg[static_cast<std::size_t>(ins.b)];
-        const void* c = reg[static_cast<std::size_t>(ins.c)];
-        if (f64) run_where(static_cast<const bool*>(a), static_cast<const double*>(b), static_cast<const double*>(c), static_cast<double*>(dst), n);
-        else run_where(static_cast<const bool*>(a), static_cast<const float*>(b), static_cast<const float*>(c), static_cast<float*>(dst), n);
-        break;
-      }
-      case FusedInstr::Code::cast:
-        if (f64 && ins.dtype == DType::float32) run_cast(static_cast<const double*>(a), static_cast<float*>(dst), n);
-        else if (!f64 && ins.dtype == DType::float64) run_cast(static_cast<const float*>(a), static_cast<double*>(dst), n);
-        else std::memcpy(dst, a, static_cast<std::size_t>(n) * dtype_size(ins.dtype));
-        break;
-      case FusedInstr::Code::constant: break;
-    }
-  }
-
   FusedProgram prog_;
   std::string text_;
 };

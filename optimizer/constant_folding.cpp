@@ -1,6 +1,7 @@
 // Constant folding: a foldable, concrete op whose inputs are all constants is evaluated
 // now, on the host, and replaced by a constant. Abstract ops have no kernel and are left
 // for lowering.
+#include "convgraph/backends/kernel_registry.hpp"
 #include "convgraph/core/function_graph.hpp"
 #include "convgraph/runtime/profile.hpp"
 #include "convgraph/runtime/thread_pool.hpp"
@@ -35,7 +36,7 @@ std::optional<Var> fold_constant(const Var& v, RewriteContext& ctx) {
       ec.workspace = ws->data;
       ec.workspace_bytes = n;
     }
-    op->perform(args, out, ec);
+    KernelRegistry::builtin().run(*op, args, out, ec);
     return constant(out, v.name());
   } catch (const Error& e) {
     // A failing op (a check on constant data, say) fails at run time, where the error

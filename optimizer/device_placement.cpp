@@ -1,13 +1,14 @@
 // Device placement. device=cpu: nothing to do. device=cuda (optimize() has already failed
 // with a DeviceError when no GPU can be used): every node whose op has a CUDA kernel
-// (Op::has_device_kernel: convolutions, the elementwise / reduction / softmax / matmul
-// ops) moves to the GPU; the rest stay on the host. Transfers sit only at the
+// (KernelRegistry::supported for ops with a kernel key, Op::has_device_kernel for the
+// others: convolutions, reductions, softmax, matmul) moves to the GPU; the rest stay on the host. Transfers sit only at the
 // boundaries: graph inputs and constants are uploaded once, results downloaded, and a
 // host-only op in the middle gets a download in front and an upload after.
 #include <map>
 #include <unordered_map>
 
 #include "convgraph/backends/cuda.hpp"
+#include "convgraph/backends/kernel_registry.hpp"
 #include "convgraph/core/function_graph.hpp"
 #include "convgraph/ops/abstract_conv.hpp"
 #include "convgraph/optimizer/transfer_op.hpp"
@@ -85,7 +86,7 @@ class Placer {
     if (const TransferOp* t = as_transfer(v)) return transfer(mapped_.at(v.inputs()[0].node()), t->target());
     std::vector<TensorType> types;
     for (const Var& in : v.inputs()) types.push_back(mapped_.at(in.node()).type());
-    const bool gpu = v.op()->has_device_kernel(device_, types);
+    const bool gpu = KernelRegistry::builtin().supported(*v.op(), device_, types).is_ok();
     const DeviceKind where = gpu ? device_ : DeviceKind::cpu;
     std::vector<Var> ins;
     bool same = true;

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "convgraph/backends/cpu/cpu_isa.hpp"
+#include "convgraph/backends/kernel_registry.hpp"
 #include "convgraph/core/print.hpp"
 #include "convgraph/optimizer/optimize.hpp"
 #include "convgraph/runtime/thread_pool.hpp"
@@ -218,7 +219,7 @@ struct Function::Impl {
       for (const auto& in : v.inputs()) ins.push_back(values[static_cast<std::size_t>(slot.at(in.node()))]);
       const auto t0 = Clock::now();
       try {
-        v.op()->perform(ins, values[i], ctx);
+        KernelRegistry::builtin().run(*v.op(), ins, values[i], ctx);
       } catch (const Error& e) {
         rethrow_with(e, msg("while running node ", node_label(v), " (", v.op()->label(), "): "));
       } catch (const std::bad_alloc&) {

@@ -9,6 +9,8 @@
 #include "backends/cuda/cuda_handles.hpp"
 #include "backends/cuda/op_launch.hpp"
 #include "backends/cuda/strided_plan.hpp"
+#include "convgraph/backends/kernel_registry.hpp"
+#include "ops/elementwise_info.hpp"
 
 namespace convgraph::gpu {
 
@@ -173,3 +175,34 @@ void matmul(const Tensor& a, const Tensor& b, Tensor& out, const Shape& batch, c
 }
 
 }  // namespace convgraph::gpu
+
+namespace convgraph {
+
+// The CUDA kernels of the elementwise ops, under the keys the ops name (ops/elementwise.cpp).
+void register_cuda_kernels(KernelRegistry& r) {
+  auto dtype_ok = [](DType t, bool allow_bool) {
+    if (gpu::elementwise_dtype_supported(t) && (allow_bool || t != DType::boolean)) return Status::ok();
+    return Status::no(msg("the CUDA elementwise kernels do not cover ", dtype_name(t)));
+  };
+  r.add("elementwise.unary", DeviceKind::cuda,
+        {[=](const Op&, const std::vector<TensorType>& in) { return dtype_ok(in[0].dtype, false); },
+         [](const Op& op, const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) {
+           const detail::ElementwiseInfo i = detail::elementwise_info(op);
+           gpu::unary(i.unary, i.param[0], i.param[1], in[0], out, ctx.stream);
+         }});
+  r.add("elementwise.binary", DeviceKind::cuda,
+        {[=](const Op&, const std::vector<TensorType>& in) { return dtype_ok(in[0].dtype, true); },
+         [](const Op& op, const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) {
+           gpu::binary(detail::elementwise_info(op).binary, in[0], in[1], out, ctx.stream);
+         }});
+  r.add("elementwise.where", DeviceKind::cuda,
+        {nullptr, [](const Op&, const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) {
+           gpu::where(in[0], in[1], in[2], out, ctx.stream);
+         }});
+  r.add("elementwise.cast", DeviceKind::cuda,
+        {nullptr, [](const Op&, const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) {
+           gpu::cast(in[0], out, ctx.stream);
+         }});
+}
+
+}  // namespace convgraph
