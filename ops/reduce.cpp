@@ -20,6 +20,17 @@ const char* reduce_name(ReduceKind k) {
   return n[static_cast<int>(k)];
 }
 
+// The CUDA kernels' own enum, mapped by name rather than cast by declaration order.
+gpu::Reduce cuda_reduce(ReduceKind k) {
+  switch (k) {
+    case ReduceKind::sum: return gpu::Reduce::sum;
+    case ReduceKind::mean: return gpu::Reduce::mean;
+    case ReduceKind::max: return gpu::Reduce::max;
+    case ReduceKind::min: return gpu::Reduce::min;
+  }
+  throw ValueError("reduce: unknown kind");
+}
+
 std::string axes_text(const std::vector<int>& axes) {
   std::string s = "axes=(";
   for (std::size_t i = 0; i < axes.size(); ++i) s += (i ? "," : "") + std::to_string(axes[i]);
@@ -70,7 +81,7 @@ class ReduceOp final : public Op {
   }
   void perform(const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) const override {
     if (out.device() == DeviceKind::cuda)
-      return gpu::reduce(static_cast<gpu::Reduce>(kind_), in[0], axes_, out, ctx.stream);  // same enumerator order
+      return gpu::reduce(cuda_reduce(kind_), in[0], axes_, out, ctx.stream);
     const ReducePlan p = make_plan(in[0].shape(), axes_);
     dispatch_dtype(in[0].dtype(), name().c_str(), [&](auto z) {
       using T = decltype(z);
