@@ -18,6 +18,11 @@ std::string_view direction_name(ConvDirection d) {
 
 namespace {
 constexpr std::size_t kMaxConvOperandBytes = std::size_t{1} << 62;
+// Per spatial axis, every size, step and padding (and the padded input and the dilated
+// kernel) must be below 2^31, as in cuDNN. Index arithmetic in the kernels then sums and
+// multiplies at most two such values, which cannot overflow int64 however extreme the
+// padding, stride or dilation.
+constexpr std::int64_t kMaxAxisValue = (std::int64_t{1} << 31) - 1;
 
 std::string shape_str(const std::vector<std::int64_t>& v) {
   std::ostringstream os;
@@ -72,6 +77,15 @@ ConvProblem ConvProblem::make(ConvDirection dir, const ConvParams& params,
     auto [p0, p1] = p.border.axis_pads(a, dk);
     q.pad_pre[ua] = p0;
     q.pad_post[ua] = p1;
+    const std::pair<const char*, std::int64_t> axis_values[] = {
+        {"input size", q.in[ua]},  {"kernel size", q.kernel[ua]},     {"stride", q.stride[ua]},
+        {"dilation", q.dilation[ua]}, {"dilated kernel size", dk}, {"padding before", p0},
+        {"padding after", p1}};
+    for (const auto& [what, value] : axis_values)
+      if (value > kMaxAxisValue)
+        throw ShapeError(msg(op, ": the ", what, " of spatial axis ", a, " is ", value, ", above the limit of ",
+                             kMaxAxisValue, " per axis (input ", shape_str(x), ", filters ", shape_str(w), ", ",
+                             p.to_string(), ")"));
     const std::int64_t span = detail::checked_sub(
         detail::checked_add(detail::checked_add(q.in[ua], p0, op, "input size + padding"), p1, op, "input size + padding"),
         dk, op, "padded input size - dilated kernel size");
@@ -81,6 +95,10 @@ ConvProblem ConvProblem::make(ConvDirection dir, const ConvParams& params,
                            q.dilated_kernel(a), " (input ", shape_str(x), ", filters ", shape_str(w),
                            ", ", p.to_string(), ")"));
     q.out[ua] = span / q.stride[ua] + 1;
+    if (q.in[ua] + p0 + p1 > kMaxAxisValue)
+      throw ShapeError(msg(op, ": the padded input size of spatial axis ", a, " is ", q.in[ua] + p0 + p1,
+                           " (input ", q.in[ua], " + padding ", p0, "+", p1, "), above the limit of ",
+                           kMaxAxisValue, " per axis (input ", shape_str(x), ", filters ", shape_str(w), ")"));
   }
   // x, w and y must each be below 2^62 bytes (no machine holds more): every per-tensor
   // product the algorithms form then fits int64, and a sum of three such sizes fits size_t.

@@ -1,13 +1,11 @@
-# CONVGRAPH_FUZZ: build the libFuzzer targets in fuzz/ (scripts/fuzz.sh drives it).
-# Needs clang (Debian: clang-14 and libclang-rt-14-dev); configure with
-# -DCMAKE_CXX_COMPILER=clang++-14. Everything else in the build (the library above all)
-# is then compiled with -fsanitize=fuzzer-no-link,address,undefined, so libFuzzer sees the
-# library's coverage and ASan/UBSan check it; the fuzz targets themselves link with
-# -fsanitize=fuzzer,address,undefined (fuzz/CMakeLists.txt). UBSan findings abort, so
-# the fuzzer reports them as crashes.
+# CONVGRAPH_FUZZ (declared in the root CMakeLists.txt): build the libFuzzer targets in
+# fuzz/ (scripts/fuzz.sh drives them). Needs clang (Debian: clang-14 and libclang-rt-14-dev);
+# configure with -DCMAKE_CXX_COMPILER=clang++-14. CONVGRAPH_FUZZ implies CONVGRAPH_SANITIZE,
+# so everything in the build (library, tests) has ASan and UBSan; here everything also gets
+# -fsanitize=fuzzer-no-link, so libFuzzer sees the library's coverage, and the fuzz
+# targets link with -fsanitize=fuzzer (fuzz/CMakeLists.txt). This is the build
+# `scripts/test.sh --sanitize` runs the test suite in, and scripts/fuzz.sh reuses it.
 # Included near the end of the root CMakeLists.txt, after convgraph_flags is defined.
-option(CONVGRAPH_FUZZ "Build the libFuzzer targets in fuzz/ (clang only; sanitized build)" OFF)
-
 if(CONVGRAPH_FUZZ)
   if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
     message(FATAL_ERROR "CONVGRAPH_FUZZ=ON needs clang (found ${CMAKE_CXX_COMPILER_ID}): "
@@ -16,8 +14,8 @@ if(CONVGRAPH_FUZZ)
   if(CONVGRAPH_HAVE_CUDA)
     message(FATAL_ERROR "CONVGRAPH_FUZZ=ON builds the CPU library only: add -DCONVGRAPH_WITH_CUDA=OFF")
   endif()
-  target_compile_options(convgraph_flags INTERFACE
-    -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g)
-  target_link_options(convgraph_flags INTERFACE -fsanitize=fuzzer-no-link,address,undefined)
+  # Line tables only (-g1): readable stack traces at a fraction of full debug info's cost.
+  target_compile_options(convgraph_flags INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=fuzzer-no-link -g1>)
+  target_link_options(convgraph_flags INTERFACE -fsanitize=fuzzer-no-link)
   message(STATUS "convgraph: fuzz targets ON (libFuzzer, ASan, UBSan)")
 endif()

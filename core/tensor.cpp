@@ -322,8 +322,10 @@ Tensor Tensor::slice(int axis, std::int64_t begin, std::int64_t end, std::int64_
   end = std::clamp<std::int64_t>(end < 0 ? end + n : end, 0, n);
   Tensor v = *this;
   v.offset_ += begin * strides_[ua];
-  v.shape_[ua] = end > begin ? (end - begin + step - 1) / step : 0;
-  v.strides_[ua] = strides_[ua] * step;
+  // Written so that no step (up to INT64_MAX) overflows: with one element or none left the
+  // stride is never used, and with two or more step < n keeps stride * step in the storage.
+  v.shape_[ua] = end > begin ? (end - begin - 1) / step + 1 : 0;
+  if (v.shape_[ua] > 1) v.strides_[ua] = strides_[ua] * step;
   return v;
 }
 

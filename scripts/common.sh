@@ -32,3 +32,18 @@ configure_and_build() {
   for t in ${BUILD_TARGETS:-}; do targets+=(--target "$t"); done
   cmake --build "$BUILD_DIR" --parallel "$JOBS" "${targets[@]}"
 }
+
+# The sanitized build: clang with AddressSanitizer + UndefinedBehaviorSanitizer and the
+# libFuzzer targets (CONVGRAPH_FUZZ). `scripts/test.sh --sanitize` runs the test suite in
+# it and scripts/fuzz.sh the fuzzers, so CI compiles the library once for both. -O1 keeps
+# the compile time about half of -O3's while the tests still run at a useful speed.
+SANITIZE_BUILD_DIR="${SANITIZE_BUILD_DIR:-$ROOT/build-asan}"
+CLANG_VERSION="${CLANG_VERSION:-14}"
+build_sanitized() {  # [targets...] (none: everything)
+  install_missing "clang-$CLANG_VERSION" "libclang-rt-$CLANG_VERSION-dev"
+  local cxx
+  cxx="$(command -v "clang++-$CLANG_VERSION" || command -v clang++)"
+  BUILD_DIR="$SANITIZE_BUILD_DIR" CONVGRAPH_WITH_CUDA=OFF BUILD_TARGETS="$*" configure_and_build \
+    -DCMAKE_CXX_COMPILER="$cxx" -DCONVGRAPH_FUZZ=ON -DCONVGRAPH_BUILD_EXAMPLES=OFF \
+    -DCONVGRAPH_BUILD_BENCHMARKS=OFF "-DCMAKE_CXX_FLAGS_RELEASE=-O1"
+}

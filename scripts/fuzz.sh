@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Usage: scripts/fuzz.sh [SECONDS]   (per target; default 10)
 # Installs clang and libFuzzer when missing, builds the fuzz targets (fuzz/) with clang,
-# libFuzzer, ASan and UBSan in their own build folder (BUILD_DIR, default build-fuzz), and
+# libFuzzer, ASan and UBSan in the sanitized build (SANITIZE_BUILD_DIR, default build-asan,
+# shared with scripts/test.sh --sanitize; see build_sanitized in common.sh), and
 # runs every target for SECONDS from a scratch copy of its seed corpus (fuzz/corpus/<t>;
 # new inputs never go into the repository). Crash inputs are kept in
 # $BUILD_DIR/fuzz-artifacts/. The last line is
@@ -9,30 +10,19 @@
 # and the exit status is non-zero when K > 0.
 # Extra libFuzzer flags can be passed in FUZZ_FLAGS (e.g. FUZZ_FLAGS="-jobs=2").
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BUILD_DIR="${BUILD_DIR:-$ROOT/build-fuzz}"
 source "$ROOT/scripts/common.sh"
+BUILD_DIR="$SANITIZE_BUILD_DIR"
 SECONDS_PER_TARGET="${1:-10}"
 case "$SECONDS_PER_TARGET" in
   '' | *[!0-9]*) echo "usage: scripts/fuzz.sh [SECONDS per target]" >&2; exit 2 ;;
 esac
 
-CLANG_VERSION="${CLANG_VERSION:-14}"
-install_missing "clang-$CLANG_VERSION" "libclang-rt-$CLANG_VERSION-dev"
-CXX_FUZZ="$(command -v "clang++-$CLANG_VERSION" || command -v clang++)"
-
-if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
-  generator=()
-  command -v ninja >/dev/null && generator=(-G Ninja)
-  cmake -S "$ROOT" -B "$BUILD_DIR" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_COMPILER="$CXX_FUZZ" -DCONVGRAPH_FUZZ=ON -DCONVGRAPH_WITH_CUDA=OFF \
-    -DCONVGRAPH_BUILD_TESTS=OFF -DCONVGRAPH_BUILD_BENCHMARKS=OFF -DCONVGRAPH_BUILD_EXAMPLES=OFF >/dev/null
-fi
 targets=()
 for src in "$ROOT"/fuzz/fuzz_*.cpp; do
   t="$(basename "$src" .cpp)"
   targets+=("${t#fuzz_}")
 done
-cmake --build "$BUILD_DIR" --parallel "$JOBS" --target "${targets[@]/#/convgraph_fuzz_}"
+build_sanitized "${targets[@]/#/convgraph_fuzz_}"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/convgraph-fuzz.XXXXXX")"
 trap 'rm -rf "$work"' EXIT

@@ -3,11 +3,12 @@
 #
 #   scripts/test.sh [MODE] [ctest arguments...]
 #     (no mode)   the normal build in build/ (BUILD_DIR overrides), every test
-#     --sanitize  AddressSanitizer + UndefinedBehaviorSanitizer build in build-asan/, every test
+#     --sanitize  AddressSanitizer + UndefinedBehaviorSanitizer build (clang) in build-asan/,
+#                 every test
 #     --tsan      ThreadSanitizer build in build-tsan/: the thread pool, runtime, optimizer,
 #                 meta-optimizer and tuning-cache tests
-#     --ci        what CI runs (.ci/run): the normal suite (the fuzz corpora and
-#                 regression inputs are replayed there as ctest tests)
+#     --ci        what CI runs (.ci/run): the normal suite, the --sanitize suite, and
+#                 scripts/fuzz.sh for CI_FUZZ_SECONDS (default 20) per target
 # GPU tests skip themselves where no GPU is present.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -19,8 +20,15 @@ case "${1:-}" in
 esac
 
 if [ "$mode" = ci ]; then
+  # The normal suite, then the ASan+UBSan suite, then every fuzz target briefly in the same
+  # sanitized build. (TSan is left to `--tsan` by hand: a third full build does not fit
+  # CI's 30-minute budget on 2 cores.)
   start=$(date +%s)
   "$here/test.sh" "$@"
+  echo "== CI: normal suite passed after $(( $(date +%s) - start )) s"
+  "$here/test.sh" --sanitize "$@"
+  echo "== CI: ASan+UBSan suite passed after $(( $(date +%s) - start )) s"
+  "$here/fuzz.sh" "${CI_FUZZ_SECONDS:-20}"
   echo "== CI: every suite passed in $(( $(date +%s) - start )) s"
   exit 0
 fi
@@ -35,9 +43,8 @@ case "$mode" in
   asan)
     # CUDA off: the CUDA runtime and ASan do not mix without a GPU's driver settings; the
     # GPU-free CUDA tests are built in every configuration anyway.
-    BUILD_DIR="${SANITIZE_BUILD_DIR:-$ROOT/build-asan}" CONVGRAPH_WITH_CUDA=OFF \
-      configure_and_build -DCONVGRAPH_SANITIZE=ON -DCONVGRAPH_BUILD_EXAMPLES=OFF
-    cd "${SANITIZE_BUILD_DIR:-$ROOT/build-asan}"
+    build_sanitized
+    cd "$SANITIZE_BUILD_DIR"
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
       ctest --output-on-failure -j"$JOBS" -LE bench "$@" ;;
   tsan)

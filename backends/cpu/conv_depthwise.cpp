@@ -1,13 +1,43 @@
 // "cpu.depthwise": grouped convolutions with one input channel per group (C/G == 1).
 // The kernels live in kernels/depthwise.cpp, compiled once per CPU level.
+#include <limits>
+
 #include "backends/cpu/kernels/isa_dispatch.hpp"
 #include "convgraph/backends/cpu/algorithms.hpp"
+#include "core/checked_math.hpp"
 
 namespace convgraph::cpu {
 
 CONVGRAPH_ISA_DECLARE(void depthwise_run(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx))
 
 namespace {
+
+// Each thread copies one padded plane (grad inputs: one per channel multiplier) into a
+// private buffer. Huge padding or dilation makes that buffer mostly zeros and possibly
+// larger than memory; such problems are left to the other algorithms.
+constexpr std::int64_t kMaxThreadBufferBytes = std::int64_t{256} << 20;
+
+Status buffer_fits(const ConvProblem& p) {
+  std::int64_t elements = p.direction == ConvDirection::grad_inputs ? p.K / p.G : 1;
+  for (int a = 0; a < p.ndim; ++a) {
+    const auto ua = static_cast<std::size_t>(a);
+    // The buffer's extent on this axis: the reach of the outputs' windows (grad inputs:
+    // stride 1 over the input), plus a vector's width of rounding.
+    const std::int64_t reach = p.direction == ConvDirection::grad_inputs
+                                   ? p.in[ua] - 1 + p.dilated_kernel(a)
+                                   : (p.out[ua] - 1) * p.stride[ua] + p.dilated_kernel(a);
+    if (!detail::try_mul(elements, reach + 16, elements)) elements = std::numeric_limits<std::int64_t>::max();
+  }
+  std::int64_t bytes = 0;
+  if (!detail::try_mul(elements, static_cast<std::int64_t>(dtype_size(p.dtype)), bytes) || bytes > kMaxThreadBufferBytes)
+    return Status::no(msg("cpu.depthwise would need a per-thread plane buffer of more than ", kMaxThreadBufferBytes,
+                          " bytes (padding, stride or dilation too large for it)"));
+  // The buffer is this algorithm's scratch memory, so the workspace limit applies to it.
+  if (static_cast<std::size_t>(bytes) > p.workspace_limit)
+    return Status::no(msg("cpu.depthwise needs a per-thread plane buffer of ", bytes,
+                          " bytes, above workspace_limit ", p.workspace_limit));
+  return Status::ok();
+}
 
 class DepthwiseAlgorithm final : public ConvAlgorithm {
  public:
@@ -20,7 +50,7 @@ class DepthwiseAlgorithm final : public ConvAlgorithm {
                             " (C = ", p.C, ", groups = ", p.G, ")"));
     // C == 1 without groups is a dense convolution: corrmm/direct stay its default choice.
     if (p.G == 1) return Status::no("cpu.depthwise handles grouped convolutions only (groups = 1 here)");
-    if ((p.dtype == DType::float32 || p.dtype == DType::float64) && p.compute == p.dtype) return Status::ok();
+    if ((p.dtype == DType::float32 || p.dtype == DType::float64) && p.compute == p.dtype) return buffer_fits(p);
     return Status::no(msg("cpu.depthwise handles float32 and float64 with compute of the same type, not ",
                           dtype_name(p.dtype), " with compute ", dtype_name(p.compute)));
   }

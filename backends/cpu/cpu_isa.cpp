@@ -1,6 +1,8 @@
 // Run-time choice of the CPU kernel level: CPUID once, lowered by CONVGRAPH_CPU_ISA.
 #include "convgraph/backends/cpu/cpu_isa.hpp"
 
+#include <cpuid.h>
+
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -9,6 +11,17 @@
 
 namespace convgraph {
 namespace {
+
+// Features the kernels' target strings use that __builtin_cpu_supports cannot name in
+// every compiler (clang 14 knows no "f16c"): read straight from CPUID.
+bool cpuid_has_avx2_extras() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+  const bool f16c = (c >> 29) & 1u, movbe = (c >> 22) & 1u;
+  if (!__get_cpuid(0x80000001u, &a, &b, &c, &d)) return false;
+  const bool lzcnt = (c >> 5) & 1u;
+  return f16c && movbe && lzcnt;
+}
 
 bool cpu_has(CpuIsa isa) {
   __builtin_cpu_init();
@@ -20,7 +33,7 @@ bool cpu_has(CpuIsa isa) {
     case CpuIsa::avx2:
       return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
              __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2") &&
-             __builtin_cpu_supports("f16c") && cpu_has(CpuIsa::baseline);
+             cpuid_has_avx2_extras() && cpu_has(CpuIsa::baseline);
     case CpuIsa::baseline:
       return __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("popcnt");
   }
