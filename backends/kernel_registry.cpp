@@ -1,7 +1,5 @@
 #include "convgraph/backends/kernel_registry.hpp"
 
-#include "core/op_key.hpp"
-
 namespace convgraph {
 
 void KernelRegistry::add(std::string key, DeviceKind device, OpKernel kernel) {
@@ -18,7 +16,7 @@ const OpKernel* KernelRegistry::find(std::string_view key, DeviceKind device) co
 }
 
 Status KernelRegistry::supported(const Op& op, DeviceKind device, const std::vector<TensorType>& inputs) const {
-  const std::string key = detail::kernel_key(op);
+  const std::string_view key = op.kernel_key();
   if (key.empty()) {
     if (device == DeviceKind::cpu || op.has_device_kernel(device, inputs)) return Status::ok();
     return Status::no(msg(op.label(), " has no ", device_name(device), " kernel"));
@@ -29,7 +27,7 @@ Status KernelRegistry::supported(const Op& op, DeviceKind device, const std::vec
 }
 
 void KernelRegistry::run(const Op& op, const std::vector<Tensor>& inputs, Tensor& output, const ExecContext& ctx) const {
-  const std::string key = detail::kernel_key(op);
+  const std::string_view key = op.kernel_key();
   if (key.empty()) return op.perform(inputs, output, ctx);
   const OpKernel* k = find(key, output.device());
   if (!k)

@@ -1,25 +1,17 @@
 // dot / matmul: numpy matmul semantics (1-D operands are promoted to a row or a column and
-// the extra axis dropped again; leading "batch" axes broadcast), computed with Eigen's
-// GEMM on row-major maps. Eigen stays inside this translation unit.
-#include <Eigen/Core>
-
-#include "backends/cuda/op_kernels.hpp"
+// the extra axis dropped again; leading "batch" axes broadcast). Kernels: "matmul".
 #include "convgraph/ops/math.hpp"
 #include "convgraph/ops/nnet.hpp"
 #include "convgraph/ops/shape_ops.hpp"
 #include "ops/kernel_util.hpp"
+#include "ops/matmul_shape.hpp"
 #include "ops/shape_ops_internal.hpp"
 
 namespace convgraph {
 
-namespace {
+using detail::MatmulShape;
 
-/// Shapes of a matmul split into broadcast batch axes and the matrix dimensions.
-struct MatmulShape {
-  Shape batch;  ///< broadcast batch shape
-  std::int64_t m = 1, k = 1, n = 1;
-  Shape a_batch, b_batch;  ///< each operand's batch axes, right-aligned to `batch`
-};
+namespace {
 
 std::int64_t merge_batch_dim(std::int64_t a, std::int64_t b, const TensorType& ta, const TensorType& tb) {
   if (a == 1) return b;
@@ -30,7 +22,9 @@ std::int64_t merge_batch_dim(std::int64_t a, std::int64_t b, const TensorType& t
   return a >= 0 ? a : b;
 }
 
-MatmulShape matmul_shape(const TensorType& a, const TensorType& b) {
+}  // namespace
+
+MatmulShape detail::matmul_shape(const TensorType& a, const TensorType& b) {
   if (a.rank() == 0 || b.rank() == 0)
     throw ShapeError(msg("matmul: operands must have rank >= 1 (use * for scalars), got ", shape_to_string(a.shape),
                          " and ", shape_to_string(b.shape)));
@@ -53,50 +47,7 @@ MatmulShape matmul_shape(const TensorType& a, const TensorType& b) {
   return s;
 }
 
-/// Offsets (in matrices) of each operand's matrix for every broadcast batch index.
-void batch_offsets(const MatmulShape& s, std::vector<std::int64_t>& oa, std::vector<std::int64_t>& ob) {
-  const std::int64_t nb = numel(s.batch);
-  oa.assign(static_cast<std::size_t>(nb), 0);
-  ob.assign(static_cast<std::size_t>(nb), 0);
-  const Shape sa = contiguous_strides(s.a_batch), sb = contiguous_strides(s.b_batch);
-  for (std::int64_t i = 0; i < nb; ++i) {
-    std::int64_t rem = i;
-    for (std::size_t d = s.batch.size(); d-- > 0;) {
-      const std::int64_t idx = rem % s.batch[d];
-      rem /= s.batch[d];
-      if (s.a_batch[d] != 1) oa[static_cast<std::size_t>(i)] += idx * sa[d];
-      if (s.b_batch[d] != 1) ob[static_cast<std::size_t>(i)] += idx * sb[d];
-    }
-  }
-}
-
-template <class T>
-void gemm_batched(const MatmulShape& s, const T* a, const T* b, T* c, const ExecContext& ctx) {
-  using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  std::vector<std::int64_t> oa, ob;
-  batch_offsets(s, oa, ob);
-  const std::int64_t nb = numel(s.batch), m = s.m, k = s.k, n = s.n;
-  if (m * n == 0) return;
-  if (k == 0) {
-    std::fill(c, c + nb * m * n, T(0));
-    return;
-  }
-  // Tasks are (batch, block of rows) of about 0.25M multiply-adds each: tiny products stay
-  // on one thread, and a single large GEMM is still split across the pool.
-  const std::int64_t row_cost = std::max<std::int64_t>(1, k * n);
-  const std::int64_t rows_per_task = std::clamp<std::int64_t>((1 << 18) / row_cost, 1, m);
-  const std::int64_t blocks = (m + rows_per_task - 1) / rows_per_task;
-  detail::parallel_range(ctx, nb * blocks, 1, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t t = begin; t < end; ++t) {
-      const std::int64_t bi = t / blocks, r0 = (t % blocks) * rows_per_task;
-      const std::int64_t rows = std::min(rows_per_task, m - r0);
-      Eigen::Map<const Mat> A(a + oa[static_cast<std::size_t>(bi)] * m * k + r0 * k, rows, k);
-      Eigen::Map<const Mat> B(b + ob[static_cast<std::size_t>(bi)] * k * n, k, n);
-      Eigen::Map<Mat> C(c + bi * m * n + r0 * n, rows, n);
-      C.noalias() = A * B;
-    }
-  });
-}
+namespace {
 
 std::vector<int> swap_last_two(int rank) {
   std::vector<int> p;
@@ -115,7 +66,7 @@ class MatmulOp final : public Op {
     if (a.dtype != b.dtype)
       throw TypeError(
           msg("matmul: operands have different dtypes ", a.to_string(), " and ", b.to_string(), "; cast one of them"));
-    const MatmulShape s = matmul_shape(a, b);
+    const MatmulShape s = detail::matmul_shape(a, b);
     Shape out = s.batch;
     if (a.rank() >= 2) out.push_back(s.m);
     if (b.rank() >= 2) out.push_back(s.n);
@@ -148,24 +99,7 @@ class MatmulOp final : public Op {
     return {ga, gb};
   }
 
-  bool has_device_kernel(DeviceKind d, const std::vector<TensorType>& in) const override {
-    return d == DeviceKind::cuda && (in[0].dtype == DType::float32 || in[0].dtype == DType::float64);
-  }
-  void perform(const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) const override {
-    TensorType ta{in[0].dtype(), in[0].shape()}, tb{in[1].dtype(), in[1].shape()};
-    const MatmulShape s = matmul_shape(ta, tb);
-    if (out.device() == DeviceKind::cuda)
-      return gpu::matmul(in[0], in[1], out, s.batch, s.a_batch, s.b_batch, s.m, s.k, s.n, ctx.stream);
-    detail::dispatch_dtype(in[0].dtype(), "matmul", [&](auto z) {
-      using T = decltype(z);
-      if constexpr (std::is_same_v<T, bool>) {
-        throw TypeError("matmul: bool operands; cast them first");
-      } else {
-        gemm_batched<T>(s, in[0].data<T>(), in[1].data<T>(), out.data<T>(), ctx);
-      }
-      return 0;
-    });
-  }
+  std::string_view kernel_key() const override { return "matmul"; }
 };
 
 }  // namespace

@@ -7,7 +7,6 @@
 #include <cmath>
 
 #include "convgraph/ops/math.hpp"
-#include "core/op_key.hpp"
 #include "ops/elementwise_info.hpp"
 #include "ops/kernel_util.hpp"
 
@@ -51,7 +50,7 @@ const char* unary_check_why(UnaryKind k) {
   return "";
 }
 
-class UnaryOp final : public Op, public detail::KernelKeyed {
+class UnaryOp final : public Op {
  public:
   UnaryOp(UnaryKind k, double a, double b) : kind_(k) {
     const auto& tr = unary_traits(k);
@@ -100,7 +99,7 @@ class UnaryOp final : public Op, public detail::KernelKeyed {
     }
     return {Var()};
   }
-  const char* kernel_key() const override { return "elementwise.unary"; }
+  std::string_view kernel_key() const override { return "elementwise.unary"; }
 
  private:
   UnaryKind kind_;
@@ -120,7 +119,7 @@ using detail::is_comparison;
 #define CONVGRAPH_EW_BGRAD_minmax(gx, gy) {sum_to(gx, x), sum_to(gy, y)}
 #define CONVGRAPH_EW_BGRAD_compare(gx, gy) {Var(), Var()}
 
-class BinaryOp final : public Op, public detail::KernelKeyed {
+class BinaryOp final : public Op {
  public:
   explicit BinaryOp(BinaryKind k) : kind_(k) {}
   BinaryKind kind() const { return kind_; }
@@ -150,7 +149,7 @@ class BinaryOp final : public Op, public detail::KernelKeyed {
     (void)out;
     return {Var(), Var()};
   }
-  const char* kernel_key() const override { return "elementwise.binary"; }
+  std::string_view kernel_key() const override { return "elementwise.binary"; }
 
  private:
   BinaryKind kind_;
@@ -174,7 +173,7 @@ Var number_like(double v, const Var& like) {
 
 // ---- where, cast --------------------------------------------------------------------
 
-class WhereOp final : public Op, public detail::KernelKeyed {
+class WhereOp final : public Op {
  public:
   std::string name() const override { return "where"; }
   TensorType infer(const std::vector<TensorType>& in) const override {
@@ -191,10 +190,10 @@ class WhereOp final : public Op, public detail::KernelKeyed {
     const Var zero = zeros_like(g);
     return {Var(), sum_to(where(in[0], g, zero), in[1]), sum_to(where(in[0], zero, g), in[2])};
   }
-  const char* kernel_key() const override { return "elementwise.where"; }
+  std::string_view kernel_key() const override { return "elementwise.where"; }
 };
 
-class CastOp final : public Op, public detail::KernelKeyed {
+class CastOp final : public Op {
  public:
   explicit CastOp(DType to) : to_(to) {}
   DType to() const { return to_; }
@@ -210,7 +209,7 @@ class CastOp final : public Op, public detail::KernelKeyed {
     if (!is_float(in[0].dtype()) || !is_float(to_)) return {Var()};
     return {cast(g, in[0].dtype())};
   }
-  const char* kernel_key() const override { return "elementwise.cast"; }
+  std::string_view kernel_key() const override { return "elementwise.cast"; }
 
  private:
   DType to_;

@@ -11,7 +11,6 @@
 #include <cstring>
 #include <memory>
 
-#include "core/op_key.hpp"
 #include "ops/kernel_util.hpp"
 
 namespace convgraph::detail {
@@ -32,7 +31,7 @@ BinaryText binary_text(BinaryKind k) {
   return t[static_cast<int>(k)];
 }
 
-class FusedElementwiseOp final : public Op, public KernelKeyed {
+class FusedElementwiseOp final : public Op {
  public:
   explicit FusedElementwiseOp(FusedProgram p) : prog_(std::move(p)) {
     prog_.validate();
@@ -64,7 +63,7 @@ class FusedElementwiseOp final : public Op, public KernelKeyed {
                         "compile(), after autodiff - take gradients of the unfused graph"));
   }
 
-  const char* kernel_key() const override { return "elementwise.fused"; }
+  std::string_view kernel_key() const override { return "elementwise.fused"; }
 
  private:
   FusedProgram prog_;

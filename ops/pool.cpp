@@ -26,9 +26,8 @@ class PoolOp final : public Op {
     if (!is_float(in[0].dtype())) return {Var()};
     return {detail::pool_grad(p_, in[0], gy)};
   }
-  void perform(const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) const override {
-    detail::pool_forward(p_, in[0], out, ctx);
-  }
+  std::string_view kernel_key() const override { return "pool"; }
+  const PoolParams& pool_params() const { return p_; }
 
  private:
   PoolParams p_;
@@ -52,9 +51,8 @@ class PoolGradOp final : public Op {
       return {Var(), convgraph::apply(std::make_shared<detail::MaxPoolGradGradOp>(p_), {in[0], gg})};
     return {Var(), convgraph::apply(std::make_shared<PoolOp>(p_), {gg})};
   }
-  void perform(const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) const override {
-    detail::pool_backward(p_, in[0], in[1], out, ctx);
-  }
+  std::string_view kernel_key() const override { return "pool_grad"; }
+  const PoolParams& pool_params() const { return p_; }
 
  private:
   PoolParams p_;
@@ -66,6 +64,12 @@ namespace detail {
 
 Var pool_grad(const PoolParams& p, const Var& x, const Var& gy) {
   return convgraph::apply(std::make_shared<PoolGradOp>(p), {x, gy});
+}
+
+const PoolParams& pool_params(const Op& op) {
+  if (const auto* p = dynamic_cast<const PoolOp*>(&op)) return p->pool_params();
+  if (const auto* p = dynamic_cast<const PoolGradOp*>(&op)) return p->pool_params();
+  return dynamic_cast<const MaxPoolGradGradOp&>(op).pool_params();
 }
 
 std::vector<Var> MaxPoolGradGradOp::grad(const std::vector<Var>& in, const Var&, const Var& g) const {

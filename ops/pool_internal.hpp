@@ -1,6 +1,6 @@
 #pragma once
-// Private pieces of the pooling ops shared by ops/pool.cpp (the ops) and
-// ops/pool_kernels.cpp (parameter checks and CPU kernels).
+// Private pieces of the pooling ops shared by ops/pool.cpp (the ops), ops/pool_params.cpp
+// (parameter checks, shape rules) and their kernels (backends/cpu/pool_kernels.cpp).
 #include <cstdint>
 #include <string>
 
@@ -34,12 +34,8 @@ struct PoolParams {
 void check_pool_gradient(const std::string& op, const PoolParams& p, const TensorType& x, const TensorType& g,
                          const char* what);
 
-/// Kernels on contiguous host tensors shaped (..., H, W) and (..., OH, OW).
-void pool_forward(const PoolParams& p, const Tensor& x, Tensor& y, const ExecContext& ctx);
-/// gx from gy: max routes to the argmax of x, avg spreads.
-void pool_backward(const PoolParams& p, const Tensor& x, const Tensor& gy, Tensor& gx, const ExecContext& ctx);
-/// y-shaped gather of g at each window's argmax of x (adjoint of the max routing).
-void max_pool_gather(const PoolParams& p, const Tensor& x, const Tensor& g, Tensor& out, const ExecContext& ctx);
+/// The parameters of a pooling op (kernel keys "pool", "pool_grad", "max_pool_grad_grad").
+const PoolParams& pool_params(const Op& op);
 
 /// The gradient op of pooling (max_pool2d_grad or avg_pool2d_grad by p.mode).
 Var pool_grad(const PoolParams& p, const Var& x, const Var& gy);
@@ -52,9 +48,8 @@ class MaxPoolGradGradOp final : public Op {
   std::string params() const override { return p_.text(); }
   TensorType infer(const std::vector<TensorType>& in) const override;
   std::vector<Var> grad(const std::vector<Var>& in, const Var& out, const Var& g) const override;
-  void perform(const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) const override {
-    max_pool_gather(p_, in[0], in[1], out, ctx);
-  }
+  std::string_view kernel_key() const override { return "max_pool_grad_grad"; }
+  const PoolParams& pool_params() const { return p_; }
 
  private:
   PoolParams p_;

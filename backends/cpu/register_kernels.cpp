@@ -8,6 +8,10 @@ namespace convgraph {
 void register_cpu_kernels(KernelRegistry& r) {
   register_cpu_elementwise_kernels(r);  // unary, binary, where, cast
   register_cpu_fused_kernels(r);        // the fusion pass's fused elementwise op
+  register_cpu_reduce_kernels(r);       // reduce, sum_to, broadcast_to, fill
+  register_cpu_softmax_kernels(r);      // softmax, softmax_grad, take_class, scatter_class
+  register_cpu_matmul_kernel(r);        // matmul (Eigen GEMM)
+  register_cpu_pool_kernels(r);         // pool, pool_grad, max_pool_grad_grad
 }
 
 }  // namespace convgraph

@@ -11,6 +11,9 @@
 #include "backends/cuda/strided_plan.hpp"
 #include "convgraph/backends/kernel_registry.hpp"
 #include "ops/elementwise_info.hpp"
+#include "ops/matmul_shape.hpp"
+#include "ops/reduce_info.hpp"
+#include "ops/softmax_info.hpp"
 
 namespace convgraph::gpu {
 
@@ -178,20 +181,39 @@ void matmul(const Tensor& a, const Tensor& b, Tensor& out, const Shape& batch, c
 
 namespace convgraph {
 
-// The CUDA kernels of the elementwise ops, under the keys the ops name (ops/elementwise.cpp).
-void register_cuda_kernels(KernelRegistry& r) {
-  auto dtype_ok = [](DType t, bool allow_bool) {
-    if (gpu::elementwise_dtype_supported(t) && (allow_bool || t != DType::boolean)) return Status::ok();
-    return Status::no(msg("the CUDA elementwise kernels do not cover ", dtype_name(t)));
-  };
+namespace {
+
+// The CUDA kernels' own enum, mapped by name rather than cast by declaration order.
+gpu::Reduce cuda_reduce(detail::ReduceKind k) {
+  switch (k) {
+    case detail::ReduceKind::sum: return gpu::Reduce::sum;
+    case detail::ReduceKind::mean: return gpu::Reduce::mean;
+    case detail::ReduceKind::max: return gpu::Reduce::max;
+    case detail::ReduceKind::min: return gpu::Reduce::min;
+  }
+  throw ValueError("reduce: unknown kind");
+}
+
+Status dtype_ok(DType t, bool allow_bool) {
+  if (gpu::elementwise_dtype_supported(t) && (allow_bool || t != DType::boolean)) return Status::ok();
+  return Status::no(msg("the CUDA elementwise kernels do not cover ", dtype_name(t)));
+}
+
+Status float_ok(const char* what, DType t) {
+  if (t == DType::float32 || t == DType::float64) return Status::ok();
+  return Status::no(msg("the CUDA ", what, " kernel covers float32/float64, not ", dtype_name(t)));
+}
+
+
+void register_elementwise(KernelRegistry& r) {
   r.add("elementwise.unary", DeviceKind::cuda,
-        {[=](const Op&, const std::vector<TensorType>& in) { return dtype_ok(in[0].dtype, false); },
+        {[](const Op&, const std::vector<TensorType>& in) { return dtype_ok(in[0].dtype, false); },
          [](const Op& op, const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) {
            const detail::ElementwiseInfo i = detail::elementwise_info(op);
            gpu::unary(i.unary, i.param[0], i.param[1], in[0], out, ctx.stream);
          }});
   r.add("elementwise.binary", DeviceKind::cuda,
-        {[=](const Op&, const std::vector<TensorType>& in) { return dtype_ok(in[0].dtype, true); },
+        {[](const Op&, const std::vector<TensorType>& in) { return dtype_ok(in[0].dtype, true); },
          [](const Op& op, const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) {
            gpu::binary(detail::elementwise_info(op).binary, in[0], in[1], out, ctx.stream);
          }});
@@ -203,6 +225,68 @@ void register_cuda_kernels(KernelRegistry& r) {
         {nullptr, [](const Op&, const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) {
            gpu::cast(in[0], out, ctx.stream);
          }});
+}
+
+void register_reductions(KernelRegistry& r) {
+  auto any_dtype = [](const Op&, const std::vector<TensorType>& in) { return dtype_ok(in[0].dtype, true); };
+  r.add("reduce", DeviceKind::cuda,
+        {any_dtype, [](const Op& op, const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) {
+           const detail::ReduceAttrs& a = detail::reduce_attrs(op);
+           gpu::reduce(cuda_reduce(a.kind), in[0], a.axes, out, ctx.stream);
+         }});
+  r.add("sum_to", DeviceKind::cuda,
+        {any_dtype, [](const Op&, const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) {
+           gpu::reduce(gpu::Reduce::sum, in[0], detail::sum_to_axes(in[0].shape(), out.shape()), out, ctx.stream);
+         }});
+  r.add("broadcast_to", DeviceKind::cuda,
+        {[](const Op& op, const std::vector<TensorType>& in) {
+           return detail::broadcast_attrs(op).mean ? float_ok("broadcast_mean_grad", in[0].dtype)
+                                                   : dtype_ok(in[0].dtype, true);
+         },
+         [](const Op& op, const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) {
+           const detail::BroadcastAttrs& a = detail::broadcast_attrs(op);
+           const Tensor g = in[0].reshape(a.source_shape(in[0].shape(), out.rank()));
+           gpu::broadcast_copy(g, out, a.scale(in[0].shape(), out.shape()), ctx.stream);
+         }});
+  r.add("fill", DeviceKind::cuda,
+        {nullptr, [](const Op& op, const std::vector<Tensor>&, Tensor& out, const ExecContext& ctx) {
+           gpu::fill(out, detail::fill_value(op), ctx.stream);
+         }});
+}
+
+void register_nnet(KernelRegistry& r) {
+  r.add("softmax", DeviceKind::cuda,
+        {nullptr, [](const Op& op, const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) {
+           gpu::softmax(detail::softmax_is_log(op), in[0], out, ctx.stream);
+         }});
+  r.add("softmax_grad", DeviceKind::cuda,
+        {nullptr, [](const Op& op, const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) {
+           gpu::softmax_grad(detail::softmax_is_log(op), in[0], in[1], out, ctx.stream);
+         }});
+  r.add("take_class", DeviceKind::cuda,
+        {nullptr, [](const Op&, const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) {
+           gpu::take_class(in[0], in[1], out, ctx.stream);
+         }});
+  r.add("scatter_class", DeviceKind::cuda,
+        {nullptr, [](const Op&, const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) {
+           gpu::scatter_class(in[0], in[1], out, ctx.stream);
+         }});
+  r.add("matmul", DeviceKind::cuda,
+        {[](const Op&, const std::vector<TensorType>& in) { return float_ok("matmul", in[0].dtype); },
+         [](const Op&, const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) {
+           const detail::MatmulShape s =
+               detail::matmul_shape({in[0].dtype(), in[0].shape()}, {in[1].dtype(), in[1].shape()});
+           gpu::matmul(in[0], in[1], out, s.batch, s.a_batch, s.b_batch, s.m, s.k, s.n, ctx.stream);
+         }});
+}
+
+}  // namespace
+
+// The CUDA kernels of the DSL ops, under the keys the ops name (ops/*.cpp).
+void register_cuda_kernels(KernelRegistry& r) {
+  register_elementwise(r);
+  register_reductions(r);
+  register_nnet(r);
 }
 
 }  // namespace convgraph

@@ -6,9 +6,9 @@
 ///
 /// Every function takes contiguous tensors that live on the GPU (output preallocated, the
 /// shapes the op's infer() gave) and enqueues on `stream` (nullptr: the calling thread's
-/// current_stream()); nothing waits for the GPU. The ops' perform() call these when their
-/// output is on DeviceKind::cuda. Builds without CUDA link stubs
-/// (backends/op_kernels_disabled.cc) that throw DeviceError carrying cuda_info().reason.
+/// current_stream()); nothing waits for the GPU. register_cuda_kernels() (op_kernels.cpp)
+/// registers them in the KernelRegistry under the ops' kernel keys; builds without CUDA
+/// have none (backends/no_cuda.cpp).
 ///
 /// Semantics follow the CPU kernels, with two documented differences that a GPU cannot
 /// report per element: integer division by zero gives 0, and an out-of-range class index

@@ -5,7 +5,6 @@
 #include <convgraph/backends/kernel_registry.hpp>
 #include <convgraph/convgraph.hpp>
 
-#include "core/op_key.hpp"
 
 using namespace convgraph;
 using Catch::Contains;
@@ -17,8 +16,8 @@ TEST_CASE("kernel registry: the elementwise ops have CPU kernels under their key
     CHECK(r.find(key, DeviceKind::cpu) != nullptr);
   Var x = input(DType::float32, {4}, "x");
   Var y = gelu(x) + x;
-  CHECK(detail::kernel_key(*y.op()) == "elementwise.binary");
-  CHECK(detail::kernel_key(*y.inputs()[0].op()) == "elementwise.unary");
+  CHECK(y.op()->kernel_key() == "elementwise.binary");
+  CHECK(y.inputs()[0].op()->kernel_key() == "elementwise.unary");
   CHECK(r.supported(*y.op(), DeviceKind::cpu, {x.type(), x.type()}).is_ok());
   // Fusion runs on the host only: no CUDA kernel, and the reason says so.
   Var f = input(DType::float32, {4}, "f");
@@ -42,7 +41,7 @@ TEST_CASE("kernel registry: registration is explicit and checked", "[ops][regist
   // An op without a key answers through its own has_device_kernel / perform.
   Var x = input(DType::float32, {2, 3}, "x");
   Var t = transpose(x);
-  CHECK(detail::kernel_key(*t.op()).empty());
+  CHECK(t.op()->kernel_key().empty());
   CHECK(r.supported(*t.op(), DeviceKind::cpu, {x.type()}).is_ok());
   // Running an op whose device has no kernel is a DeviceError naming the op and the key.
   Var u = exp(x);

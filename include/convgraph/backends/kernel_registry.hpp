@@ -1,10 +1,10 @@
 #pragma once
-/// The kernels of the non-convolution ops (elementwise, fused elementwise, ...), one per
-/// (op key, device), registered explicitly by register_cpu_kernels() and
-/// register_cuda_kernels() as the convolution algorithms are in their AlgorithmRegistry.
-/// An op says what it computes (type inference, gradient) and names its kernel family with
-/// its kernel key (core/op_key.hpp); it never names a device or a backend. Device placement asks supported(), the
-/// runtime and constant folding call run().
+/// The kernels of the non-convolution ops (elementwise, reductions, softmax, matmul,
+/// pooling, ...), one per (op key, device), registered explicitly by register_cpu_kernels()
+/// and register_cuda_kernels() as the convolution algorithms are in their
+/// AlgorithmRegistry. An op says what it computes (type inference, gradient) and names its
+/// kernel family with Op::kernel_key(); it never names a device or a backend. Device
+/// placement asks supported(), the runtime and constant folding call run().
 #include <functional>
 #include <map>
 #include <string>

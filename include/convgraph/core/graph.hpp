@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "convgraph/core/device.hpp"
@@ -104,8 +105,13 @@ class Op {
   virtual void perform(const std::vector<Tensor>& inputs, Tensor& output, const ExecContext& ctx) const;
   /// Scratch bytes perform() needs for these concrete input types.
   virtual std::size_t workspace_bytes(const std::vector<TensorType>& inputs) const { return 0; }
-  /// Whether perform() can run with its output on `device` (a non-cpu device) for these
-  /// input types; device placement moves such nodes there. Default: host only.
+  /// The kernel family that computes this op, e.g. "elementwise.unary": the runtime runs
+  /// the kernel registered for (key, device) in the KernelRegistry (backends/), which reads
+  /// the op's attributes through the op's private header. Empty (the default): perform()
+  /// is the op's kernel, on the host only unless has_device_kernel() says otherwise.
+  virtual std::string_view kernel_key() const { return {}; }
+  /// For ops without a kernel key: whether perform() can run with its output on `device`
+  /// (a non-cpu device) for these input types. Default: host only.
   virtual bool has_device_kernel(DeviceKind device, const std::vector<TensorType>& inputs) const {
     (void)device;
     (void)inputs;
