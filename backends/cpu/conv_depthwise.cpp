@@ -21,12 +21,16 @@ Status buffer_fits(const ConvProblem& p) {
   std::int64_t elements = p.direction == ConvDirection::grad_inputs ? p.K / p.G : 1;
   for (int a = 0; a < p.ndim; ++a) {
     const auto ua = static_cast<std::size_t>(a);
-    // The buffer's extent on this axis: the reach of the outputs' windows (grad inputs:
-    // stride 1 over the input), plus a vector's width of rounding.
-    const std::int64_t reach = p.direction == ConvDirection::grad_inputs
-                                   ? p.in[ua] - 1 + p.dilated_kernel(a)
-                                   : (p.out[ua] - 1) * p.stride[ua] + p.dilated_kernel(a);
-    if (!detail::try_mul(elements, reach + 16, elements)) elements = std::numeric_limits<std::int64_t>::max();
+    // The buffer's extent on this axis (kernels/depthwise.cpp, PlaneGeom::finish): the
+    // reach of the outputs' windows; grad inputs runs with stride 1 over the input. On
+    // the innermost axis the outputs are rounded up to whole vectors (16 lanes at most)
+    // and the row holds one phase per stride step. Per-axis values are below 2^31
+    // (ConvProblem::make), so each extent fits; only the product is checked.
+    const bool gi = p.direction == ConvDirection::grad_inputs;
+    const std::int64_t out = gi ? p.in[ua] : p.out[ua], s = gi ? 1 : p.stride[ua];
+    const std::int64_t taps = (p.kernel[ua] - 1) * p.dilation[ua];
+    const std::int64_t extent = a + 1 == p.ndim ? s * ((out + 15) / 16 * 16 + taps / s + 1) : (out - 1) * s + taps + 1;
+    if (!detail::try_mul(elements, extent, elements)) elements = std::numeric_limits<std::int64_t>::max();
   }
   std::int64_t bytes = 0;
   if (!detail::try_mul(elements, static_cast<std::int64_t>(dtype_size(p.dtype)), bytes) || bytes > kMaxThreadBufferBytes)
