@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "convgraph/backends/conv_algorithm.hpp"
-#include "convgraph/ops/conv_params.hpp"
+#include "convgraph/conv/conv_params.hpp"
 #include "convgraph/optimizer/mode.hpp"
 
 namespace convgraph::bench {

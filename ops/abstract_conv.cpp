@@ -154,18 +154,23 @@ std::vector<std::string> AbstractConvOp::tags() const {
   return t;
 }
 
-TensorType AbstractConvOp::infer(const std::vector<TensorType>& inputs) const {
-  const std::string me = who();
-  const bool fwd = direction_ == ConvDirection::forward;
-  const std::size_t nmax = fwd ? 2 : 3;
-  if (inputs.size() < 2 || inputs.size() > nmax)
+namespace {
+
+// The pieces of AbstractConvOp::infer, in order. `me` names the node in messages.
+
+// Operand count, dtypes, ranks and devices; returns the shape source (all kUnknown when
+// there is none).
+Shape check_operands(ConvDirection dir, const ConvParams& params, const std::string& me,
+                     const std::vector<TensorType>& inputs) {
+  const bool fwd = dir == ConvDirection::forward;
+  if (inputs.size() < 2 || inputs.size() > (fwd ? 2u : 3u))
     throw ValueError(msg(me, ": expects ", fwd ? "2 operands (input, filters)" :
-                         direction_ == ConvDirection::grad_inputs
+                         dir == ConvDirection::grad_inputs
                              ? "2 operands (filters, output_grad) and an optional shape source"
                              : "2 operands (input, output_grad) and an optional shape source",
                          ", got ", inputs.size()));
-  const auto names = operand_names(direction_);
-  const int rank = params_.ndim + 2;
+  const auto names = operand_names(dir);
+  const int rank = params.ndim + 2;
   const char* arg_names[2] = {names.first, names.second};
   for (int i = 0; i < 2; ++i) {
     const TensorType& t = inputs[static_cast<std::size_t>(i)];
@@ -174,7 +179,7 @@ TensorType AbstractConvOp::infer(const std::vector<TensorType>& inputs) const {
                           "; convolutions need float16, bfloat16, float32 or float64"));
     if (t.rank() != rank)
       throw ShapeError(msg(me, ": argument '", arg_names[i], "' must have rank ", rank,
-                           " (2 + ", params_.ndim, " spatial dims), got ", t.to_string()));
+                           " (2 + ", params.ndim, " spatial dims), got ", t.to_string()));
   }
   if (inputs[0].dtype != inputs[1].dtype)
     throw TypeError(msg(me, ": dtype mismatch: '", names.first, "' is ", dtype_name(inputs[0].dtype),
@@ -182,122 +187,95 @@ TensorType AbstractConvOp::infer(const std::vector<TensorType>& inputs) const {
   if (inputs[0].device != inputs[1].device)
     throw TypeError(msg(me, ": device mismatch: '", names.first, "' is ", inputs[0].to_string(), " but '",
                         names.second, "' is ", inputs[1].to_string()));
-  Shape source(static_cast<std::size_t>(rank), kUnknown);
-  if (inputs.size() == 3) {
-    if (inputs[2].rank() != rank)
-      throw ShapeError(msg(me, ": the shape source must have rank ", rank, ", got ", inputs[2].to_string()));
-    source = inputs[2].shape;
-  }
+  if (inputs.size() < 3) return Shape(static_cast<std::size_t>(rank), kUnknown);
+  if (inputs[2].rank() != rank)
+    throw ShapeError(msg(me, ": the shape source must have rank ", rank, ", got ", inputs[2].to_string()));
+  return inputs[2].shape;
+}
 
-  const std::int64_t G = params_.groups;
-  const auto nd = static_cast<std::size_t>(params_.ndim);
-  Geometry g;
-  const char* tname = direction_ == ConvDirection::grad_inputs ? "input_shape" : "filter_shape";
-  if (fwd) {
-    g.x = inputs[0].shape;
-    g.w = inputs[1].shape;
-  } else if (direction_ == ConvDirection::grad_inputs) {
-    g.w = inputs[0].shape;
-    g.y = inputs[1].shape;
-  } else {
-    g.x = inputs[0].shape;
-    g.y = inputs[1].shape;
-  }
-  // Derive the missing operand of a grad op: target hint, then shape source, then what
-  // the other two operands determine (Theano's get_conv_grad*_shape: unknown if ambiguous).
-  if (!fwd) {
-    Shape t(static_cast<std::size_t>(rank));
-    for (std::size_t i = 0; i < t.size(); ++i)
-      t[i] = merge_dim(target_[i], source[i], me, tname, i, target_, source);
-    Shape derived;
-    try {
-      if (direction_ == ConvDirection::grad_inputs) {
-        derived = {g.y[0], known(g.w[1]) ? detail::checked_mul(g.w[1], G, me, "filter channels * num_groups") : kUnknown};
-        for (std::size_t a = 0; a < nd; ++a)
-          derived.push_back(get_conv_gradinputs_shape_1axis(g.w[a + 2], g.y[a + 2], params_.border,
-                                                            static_cast<int>(a), params_.stride[a],
-                                                            params_.dilation[a]));
-      } else {
-        derived = {g.y[1], known(g.x[1]) && g.x[1] % G == 0 ? g.x[1] / G : kUnknown};
-        for (std::size_t a = 0; a < nd; ++a)
-          derived.push_back(get_conv_gradweights_shape_1axis(g.x[a + 2], g.y[a + 2], params_.border,
-                                                             static_cast<int>(a), params_.stride[a],
-                                                             params_.dilation[a]));
-      }
-    } catch (const ShapeError& e) {  // an overflow in the shape helpers: name this op too
-      if (std::string_view(e.what()).starts_with(me)) throw;
-      throw ShapeError(msg(me, ": ", e.what(), " (", names.first, " ", shape_to_string(inputs[0].shape), ", ",
-                           names.second, " ", shape_to_string(inputs[1].shape), ", ", params_.to_string(), ")"));
+const char* target_name(ConvDirection dir) {
+  return dir == ConvDirection::grad_inputs ? "input_shape" : "filter_shape";
+}
+
+// A grad node's result (x for grad_inputs, w for grad_weights): the target hint, then the
+// shape source, then what the other two operands determine (Theano's
+// get_conv_grad*_shape: unknown if ambiguous). Fills it into g.
+void complete_grad_target(ConvDirection dir, const ConvParams& params, const Shape& target, const Shape& source,
+                          const std::string& me, const std::vector<TensorType>& inputs, Geometry& g) {
+  const auto names = operand_names(dir);
+  const char* tname = target_name(dir);
+  const std::int64_t G = params.groups;
+  const auto nd = static_cast<std::size_t>(params.ndim);
+  Shape t(target.size());
+  for (std::size_t i = 0; i < t.size(); ++i) t[i] = merge_dim(target[i], source[i], me, tname, i, target, source);
+  Shape derived;
+  try {
+    if (dir == ConvDirection::grad_inputs) {
+      derived = {g.y[0], known(g.w[1]) ? detail::checked_mul(g.w[1], G, me, "filter channels * num_groups") : kUnknown};
+      for (std::size_t a = 0; a < nd; ++a)
+        derived.push_back(get_conv_gradinputs_shape_1axis(g.w[a + 2], g.y[a + 2], params.border, static_cast<int>(a),
+                                                          params.stride[a], params.dilation[a]));
+    } else {
+      derived = {g.y[1], known(g.x[1]) && g.x[1] % G == 0 ? g.x[1] / G : kUnknown};
+      for (std::size_t a = 0; a < nd; ++a)
+        derived.push_back(get_conv_gradweights_shape_1axis(g.x[a + 2], g.y[a + 2], params.border, static_cast<int>(a),
+                                                           params.stride[a], params.dilation[a]));
     }
-    // Only batch/channel dims are checked here; spatial ones are checked below against
-    // the forward formula, with a message that shows the whole geometry.
-    for (std::size_t i = 0; i < 2; ++i) {
-      if (known(t[i]) && known(derived[i]) && t[i] != derived[i]) {
-        const char* dim = direction_ == ConvDirection::grad_inputs
-                              ? (i == 0 ? "batch size (output_grad dim 0)" : "channels (filters dim 1 x num_groups)")
-                              : (i == 0 ? "filter count (output_grad dim 1)" : "channels per group (input dim 1 / num_groups)");
-        throw ShapeError(msg(me, ": ", tname, " ", shape_to_string(t), " has ", t[i], " at dim ", i,
-                             " but the ", dim, " is ", derived[i], " (", names.first, " ",
-                             shape_to_string(inputs[0].shape), ", ", names.second, " ",
-                             shape_to_string(inputs[1].shape), ", num_groups ", G, ")"));
-      }
-    }
-    for (std::size_t a = 0; a < nd; ++a)
-      if (!known(t[a + 2])) check_derived_size(direction_, params_, me, a, g, derived[a + 2]);
-    for (std::size_t i = 0; i < t.size(); ++i)
-      if (!known(t[i])) t[i] = derived[i];
-    (direction_ == ConvDirection::grad_inputs ? g.x : g.w) = t;
+  } catch (const ShapeError& e) {  // an overflow in the shape helpers: name this op too
+    if (std::string_view(e.what()).starts_with(me)) throw;
+    throw ShapeError(msg(me, ": ", e.what(), " (", names.first, " ", shape_to_string(inputs[0].shape), ", ",
+                         names.second, " ", shape_to_string(inputs[1].shape), ", ", params.to_string(), ")"));
   }
+  // Only batch/channel dims are checked here; spatial ones are checked later against the
+  // forward formula, with a message that shows the whole geometry.
+  for (std::size_t i = 0; i < 2; ++i) {
+    if (known(t[i]) && known(derived[i]) && t[i] != derived[i]) {
+      const char* dim = dir == ConvDirection::grad_inputs
+                            ? (i == 0 ? "batch size (output_grad dim 0)" : "channels (filters dim 1 x num_groups)")
+                            : (i == 0 ? "filter count (output_grad dim 1)" : "channels per group (input dim 1 / num_groups)");
+      throw ShapeError(msg(me, ": ", tname, " ", shape_to_string(t), " has ", t[i], " at dim ", i, " but the ", dim,
+                           " is ", derived[i], " (", names.first, " ", shape_to_string(inputs[0].shape), ", ",
+                           names.second, " ", shape_to_string(inputs[1].shape), ", num_groups ", G, ")"));
+    }
+  }
+  for (std::size_t a = 0; a < nd; ++a)
+    if (!known(t[a + 2])) check_derived_size(dir, params, me, a, g, derived[a + 2]);
+  for (std::size_t i = 0; i < t.size(); ++i)
+    if (!known(t[i])) t[i] = derived[i];
+  (dir == ConvDirection::grad_inputs ? g.x : g.w) = t;
+}
 
-  // Channels and groups.
-  if (known(g.x[1]) && g.x[1] % G != 0)
-    throw ShapeError(msg(me, ": input channels ", g.x[1], " (input ", shape_to_string(g.x),
-                         ") are not divisible by num_groups ", G));
-  if (known(g.w[0]) && g.w[0] % G != 0)
-    throw ShapeError(msg(me, ": filter count ", g.w[0], " (filters ", shape_to_string(g.w),
-                         ") is not divisible by num_groups ", G));
-  if (known(g.x[1]) && known(g.w[1]) && g.x[1] != detail::checked_mul(g.w[1], G, me, "filter channels * num_groups"))
-    throw ShapeError(msg(me, ": channels mismatch: input ", shape_to_string(g.x), " has ", g.x[1],
-                         " channels but filters ", shape_to_string(g.w), " expect ", g.w[1],
-                         " per group x num_groups ", G, " = ", g.w[1] * G));
-
-  // The forward output, and its agreement with a given output_grad.
+// The forward output y (N, K, out...) of g.x and g.w; for a grad node, checked against
+// (and completed from) the given output_grad g.y.
+Shape forward_output(ConvDirection dir, const ConvParams& params, const std::string& me, const Geometry& g) {
   Shape y{g.x[0], g.w[0]};
-  for (std::size_t a = 0; a < nd; ++a) {
-    const std::int64_t dk =
-        known(g.w[a + 2])
-            ? detail::checked_add(detail::checked_mul(g.w[a + 2] - 1, params_.dilation[a], me,
-                                                      "the dilated kernel size (k - 1) * filter_dilation"),
-                                  1, me, "the dilated kernel size")
-            : kUnknown;
-    const auto [p0, p1] = params_.border.axis_pads(static_cast<int>(a), dk);
-    std::int64_t o;
-    try {
-      o = conv_output_size(g.x[a + 2], g.w[a + 2], params_.stride[a], params_.dilation[a], p0, p1);
-    } catch (const ShapeError& e) {  // an overflow: name this op too
-      throw ShapeError(msg(me, ": spatial axis ", a, ": ", e.what(), " (input ", shape_to_string(g.x), ", filters ",
-                           shape_to_string(g.w), ", ", params_.to_string(), ")"));
-    }
-    // conv_output_size says kUnknown (-1) for unknown operands, but -1 is also a real
-    // (invalid) size: decide from the operands.
-    const bool operands_known = known(g.x[a + 2]) && known(g.w[a + 2]) && known(p0) && known(p1);
-    if (operands_known && o < 1)
-      throw ShapeError(msg(me, ": output size of spatial axis ", a, " would be ", o,
-                           " (below 1): input size ", g.x[a + 2], " + padding ", p0, "+", p1,
-                           " is smaller than the dilated kernel ", dk, " (input ", shape_to_string(g.x),
-                           ", filters ", shape_to_string(g.w), ", ", params_.to_string(), ")"));
-    y.push_back(o);
+  for (int a = 0; a < params.ndim; ++a) y.push_back(conv_output_axis(params, a, g.x, g.w, me));
+  if (dir == ConvDirection::forward) return y;
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    if (known(y[i]) && known(g.y[i]) && y[i] != g.y[i])
+      throw ShapeError(msg(me, ": invalid ", target_name(dir), ": input ", shape_to_string(g.x), " and filters ",
+                           shape_to_string(g.w), " would produce an output of shape ", shape_to_string(y),
+                           ", but output_grad has shape ", shape_to_string(g.y), " (", params.to_string(), ")"));
+    if (!known(y[i])) y[i] = g.y[i];
   }
-  if (!fwd) {
-    for (std::size_t i = 0; i < y.size(); ++i) {
-      if (known(y[i]) && known(g.y[i]) && y[i] != g.y[i])
-        throw ShapeError(msg(me, ": invalid ", tname, ": input ", shape_to_string(g.x), " and filters ",
-                             shape_to_string(g.w), " would produce an output of shape ",
-                             shape_to_string(y), ", but output_grad has shape ", shape_to_string(g.y),
-                             " (", params_.to_string(), ")"));
-      if (!known(y[i])) y[i] = g.y[i];
-    }
+  return y;
+}
+
+}  // namespace
+
+TensorType AbstractConvOp::infer(const std::vector<TensorType>& inputs) const {
+  const std::string me = who();
+  const Shape source = check_operands(direction_, params_, me, inputs);
+  // The forward geometry: two of x, w, y are operands, a grad node derives the third.
+  Geometry g;
+  switch (direction_) {
+    case ConvDirection::forward: g = {inputs[0].shape, inputs[1].shape, {}}; break;
+    case ConvDirection::grad_inputs: g = {{}, inputs[0].shape, inputs[1].shape}; break;
+    case ConvDirection::grad_weights: g = {inputs[0].shape, {}, inputs[1].shape}; break;
   }
+  if (direction_ != ConvDirection::forward) complete_grad_target(direction_, params_, target_, source, me, inputs, g);
+  check_conv_channels(g.x, g.w, params_.groups, me);
+  const Shape y = forward_output(direction_, params_, me, g);
 
   TensorType out{inputs[0].dtype, {}, inputs[0].device};
   switch (direction_) {
@@ -307,12 +285,15 @@ TensorType AbstractConvOp::infer(const std::vector<TensorType>& inputs) const {
   }
   bool inputs_known = true;
   for (const auto& t : inputs) inputs_known = inputs_known && t.fully_known();
-  if (inputs_known && !out.fully_known())
-    throw ShapeError(msg(me, ": the ", tname, " is ambiguous: ", shape_to_string(out.shape),
-                         " from ", names.first, " ", shape_to_string(inputs[0].shape), " and ",
-                         names.second, " ", shape_to_string(inputs[1].shape), " with ",
-                         params_.to_string(), "; several shapes give the same output (stride > 1 or "
-                         "'half' padding): pass the full ", tname));
+  if (inputs_known && !out.fully_known()) {
+    const auto names = operand_names(direction_);
+    const char* tname = target_name(direction_);
+    throw ShapeError(msg(me, ": the ", tname, " is ambiguous: ", shape_to_string(out.shape), " from ", names.first, " ",
+                         shape_to_string(inputs[0].shape), " and ", names.second, " ",
+                         shape_to_string(inputs[1].shape), " with ", params_.to_string(),
+                         "; several shapes give the same output (stride > 1 or 'half' padding): pass the full ",
+                         tname));
+  }
   return out;
 }
 

@@ -8,7 +8,7 @@
 #include <functional>
 
 #include "convgraph/backends/conv_algorithm.hpp"
-#include "convgraph/backends/conv_problem.hpp"
+#include "convgraph/conv/conv_problem.hpp"
 #include "convgraph/runtime/thread_pool.hpp"
 
 namespace convgraph::cpu {

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "convgraph/backends/conv_problem.hpp"
+#include "convgraph/conv/conv_problem.hpp"
 #include "convgraph/core/error.hpp"
 
 namespace convgraph::cuda {

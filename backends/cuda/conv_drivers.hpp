@@ -9,7 +9,7 @@
 #include <cstddef>
 
 #include "backends/cuda/kernel_math.hpp"
-#include "convgraph/backends/conv_problem.hpp"
+#include "convgraph/conv/conv_problem.hpp"
 #include "backends/cuda/conv_cuda.hpp"
 #include "backends/cuda/cudnn_plan.hpp"
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "convgraph/backends/conv_problem.hpp"
+#include "convgraph/conv/conv_problem.hpp"
 #include "backends/cuda/cudnn_plan.hpp"
 #include "convgraph/core/error.hpp"
 

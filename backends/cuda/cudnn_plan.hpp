@@ -26,7 +26,7 @@
 #include <cstdint>
 #include <string>
 
-#include "convgraph/backends/conv_problem.hpp"
+#include "convgraph/conv/conv_problem.hpp"
 #include "convgraph/core/error.hpp"
 
 namespace convgraph::cuda {

@@ -11,7 +11,7 @@
 #include "convgraph/ops/math.hpp"
 #include "convgraph/ops/nnet.hpp"
 #include "convgraph/ops/shape_ops.hpp"
-#include "convgraph/ops/conv_params.hpp"
+#include "convgraph/conv/conv_params.hpp"
 #include "convgraph/ops/abstract_conv.hpp"
 #include "convgraph/ops/conv.hpp"
 #include "convgraph/optimizer/mode.hpp"

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "convgraph/core/error.hpp"
-#include "convgraph/ops/conv_params.hpp"
+#include "convgraph/conv/conv_params.hpp"
 
 using namespace convgraph;
 using i64 = std::int64_t;

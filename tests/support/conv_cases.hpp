@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "convgraph/backends/conv_problem.hpp"
+#include "convgraph/conv/conv_problem.hpp"
 #include "convgraph/core/dtype.hpp"
-#include "convgraph/ops/conv_params.hpp"
+#include "convgraph/conv/conv_params.hpp"
 
 namespace convgraph::testing {
 

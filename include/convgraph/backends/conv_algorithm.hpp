@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "convgraph/backends/conv_problem.hpp"
+#include "convgraph/conv/conv_problem.hpp"
 #include "convgraph/core/device.hpp"
 #include "convgraph/core/error.hpp"
 

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "convgraph/backends/conv_problem.hpp"
+#include "convgraph/conv/conv_problem.hpp"
 #include "convgraph/core/graph.hpp"
-#include "convgraph/ops/conv_params.hpp"
+#include "convgraph/conv/conv_params.hpp"
 
 namespace convgraph {
 

@@ -19,7 +19,7 @@
 #include "convgraph/core/graph.hpp"
 #include "convgraph/ops/abstract_conv.hpp"
 #include "convgraph/ops/assert_shape.hpp"
-#include "convgraph/ops/conv_params.hpp"
+#include "convgraph/conv/conv_params.hpp"
 
 namespace convgraph {
 

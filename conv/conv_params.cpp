@@ -1,4 +1,6 @@
-#include "convgraph/ops/conv_params.hpp"
+// The convolution descriptors: BorderMode, ConvParams, the shape arithmetic (Theano's
+// helpers) and the shape checks shared by AbstractConvOp::infer and ConvProblem::make.
+#include "convgraph/conv/conv_params.hpp"
 
 #include <sstream>
 
@@ -291,6 +293,49 @@ void assert_conv_shape(const std::vector<std::int64_t>& shape, std::string_view 
       throw ShapeError(msg(op, ": the convolution would produce an invalid shape (dim[", i, "]: ",
                            shape[i], " <= 0) in ", join(shape)));
   }
+}
+
+std::string_view direction_name(ConvDirection d) {
+  switch (d) {
+    case ConvDirection::forward: return "fwd";
+    case ConvDirection::grad_inputs: return "bwd_data";
+    case ConvDirection::grad_weights: return "bwd_filter";
+  }
+  return "?";
+}
+
+void check_conv_channels(const Shape& x, const Shape& w, std::int64_t G, std::string_view op) {
+  if (known(x[1]) && x[1] % G != 0)
+    throw ShapeError(msg(op, ": input channels ", x[1], " (input ", shape_to_string(x),
+                         ") are not divisible by num_groups ", G));
+  if (known(w[0]) && w[0] % G != 0)
+    throw ShapeError(msg(op, ": filter count ", w[0], " (filters ", shape_to_string(w),
+                         ") is not divisible by num_groups ", G));
+  if (known(x[1]) && known(w[1]) && x[1] != checked_mul(w[1], G, op, "filter channels * num_groups"))
+    throw ShapeError(msg(op, ": channels mismatch: input ", shape_to_string(x), " has ", x[1],
+                         " channels but filters ", shape_to_string(w), " expect ", w[1], " per group x num_groups ",
+                         G, " = ", w[1] * G));
+}
+
+std::int64_t conv_output_axis(const ConvParams& p, int axis, const Shape& x, const Shape& w, std::string_view op) {
+  const auto a = static_cast<std::size_t>(axis);
+  const std::int64_t i = x[a + 2], k = w[a + 2];
+  const std::int64_t dk = known(k) ? dilated(op, k, p.dilation[a]) : kUnknown;
+  const auto [p0, p1] = p.border.axis_pads(axis, dk);
+  std::int64_t o;
+  try {
+    o = conv_output_size(i, k, p.stride[a], p.dilation[a], p0, p1);
+  } catch (const ShapeError& e) {  // an overflow: name the op and the geometry too
+    throw ShapeError(msg(op, ": spatial axis ", a, ": ", e.what(), " (input ", shape_to_string(x), ", filters ",
+                         shape_to_string(w), ", ", p.to_string(), ")"));
+  }
+  // conv_output_size says kUnknown (-1) for unknown operands, but -1 is also a real
+  // (invalid) size: decide from the operands.
+  if (known(i) && known(k) && known(p0) && known(p1) && o < 1)
+    throw ShapeError(msg(op, ": output size of spatial axis ", a, " would be ", o, " (below 1): input size ", i,
+                         " + padding ", p0, "+", p1, " is smaller than the dilated kernel ", dk, " (input ",
+                         shape_to_string(x), ", filters ", shape_to_string(w), ", ", p.to_string(), ")"));
+  return o;
 }
 
 }  // namespace convgraph

@@ -1,4 +1,7 @@
-#include "convgraph/backends/conv_problem.hpp"
+// ConvProblem::make: the concrete problem of a node, validated with the shape checks of
+// conv_params.hpp plus the limits the algorithms rely on (per-axis sizes below 2^31,
+// operands below 2^62 bytes).
+#include "convgraph/conv/conv_problem.hpp"
 
 #include <sstream>
 
@@ -6,15 +9,6 @@
 #include "core/checked_math.hpp"
 
 namespace convgraph {
-
-std::string_view direction_name(ConvDirection d) {
-  switch (d) {
-    case ConvDirection::forward: return "fwd";
-    case ConvDirection::grad_inputs: return "bwd_data";
-    case ConvDirection::grad_weights: return "bwd_filter";
-  }
-  return "?";
-}
 
 namespace {
 constexpr std::size_t kMaxConvOperandBytes = std::size_t{1} << 62;
@@ -24,13 +18,6 @@ constexpr std::size_t kMaxConvOperandBytes = std::size_t{1} << 62;
 // padding, stride or dilation.
 constexpr std::int64_t kMaxAxisValue = (std::int64_t{1} << 31) - 1;
 
-std::string shape_str(const std::vector<std::int64_t>& v) {
-  std::ostringstream os;
-  os << '(';
-  for (std::size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
-  os << ')';
-  return os.str();
-}
 }  // namespace
 
 ConvProblem ConvProblem::make(ConvDirection dir, const ConvParams& params,
@@ -40,14 +27,15 @@ ConvProblem ConvProblem::make(ConvDirection dir, const ConvParams& params,
   const auto rank = static_cast<std::size_t>(p.ndim + 2);
   if (x.size() != rank)
     throw ShapeError(msg(op, ": input must have rank ", rank, " (batch, channels, ", p.ndim,
-                         " spatial), got shape ", shape_str(x)));
+                         " spatial), got shape ", shape_to_string(x)));
   if (w.size() != rank)
     throw ShapeError(msg(op, ": filters must have rank ", rank, " (out channels, in channels/groups, ",
-                         p.ndim, " spatial), got shape ", shape_str(w)));
+                         p.ndim, " spatial), got shape ", shape_to_string(w)));
   for (std::size_t i = 0; i < rank; ++i) {
-    if (x[i] < 1) throw ShapeError(msg(op, ": input shape ", shape_str(x), " must be fully known and positive"));
-    if (w[i] < 1) throw ShapeError(msg(op, ": filter shape ", shape_str(w), " must be fully known and positive"));
+    if (x[i] < 1) throw ShapeError(msg(op, ": input shape ", shape_to_string(x), " must be fully known and positive"));
+    if (w[i] < 1) throw ShapeError(msg(op, ": filter shape ", shape_to_string(w), " must be fully known and positive"));
   }
+  check_conv_channels(x, w, p.groups, op);  // the same checks (and messages) as the op's infer()
   ConvProblem q;
   q.direction = dir;
   q.ndim = p.ndim;
@@ -55,16 +43,6 @@ ConvProblem ConvProblem::make(ConvDirection dir, const ConvParams& params,
   q.C = x[1];
   q.K = w[0];
   q.G = p.groups;
-  if (q.C % q.G != 0)
-    throw ShapeError(msg(op, ": input channels ", q.C, " (input shape ", shape_str(x),
-                         ") are not divisible by num_groups ", q.G));
-  if (q.K % q.G != 0)
-    throw ShapeError(msg(op, ": filter count ", q.K, " (filter shape ", shape_str(w),
-                         ") is not divisible by num_groups ", q.G));
-  if (w[1] != q.C / q.G)
-    throw ShapeError(msg(op, ": filters expect ", w[1], " input channels per group but the input has ",
-                         q.C, " channels in ", q.G, " group(s) (input ", shape_str(x), ", filters ",
-                         shape_str(w), ")"));
   for (int a = 0; a < p.ndim; ++a) {
     const auto ua = static_cast<std::size_t>(a);
     q.in[ua] = x[ua + 2];
@@ -84,21 +62,14 @@ ConvProblem ConvProblem::make(ConvDirection dir, const ConvParams& params,
     for (const auto& [what, value] : axis_values)
       if (value > kMaxAxisValue)
         throw ShapeError(msg(op, ": the ", what, " of spatial axis ", a, " is ", value, ", above the limit of ",
-                             kMaxAxisValue, " per axis (input ", shape_str(x), ", filters ", shape_str(w), ", ",
-                             p.to_string(), ")"));
-    const std::int64_t span = detail::checked_sub(
-        detail::checked_add(detail::checked_add(q.in[ua], p0, op, "input size + padding"), p1, op, "input size + padding"),
-        dk, op, "padded input size - dilated kernel size");
-    if (span < 0)
-      throw ShapeError(msg(op, ": output size of spatial axis ", a, " would be below 1: input ", q.in[ua],
-                           " + padding ", p0, "+", p1, " is smaller than the dilated kernel ",
-                           q.dilated_kernel(a), " (input ", shape_str(x), ", filters ", shape_str(w),
-                           ", ", p.to_string(), ")"));
-    q.out[ua] = span / q.stride[ua] + 1;
+                             kMaxAxisValue, " per axis (input ", shape_to_string(x), ", filters ", shape_to_string(w),
+                             ", ", p.to_string(), ")"));
+    q.out[ua] = conv_output_axis(p, a, x, w, op);
     if (q.in[ua] + p0 + p1 > kMaxAxisValue)
       throw ShapeError(msg(op, ": the padded input size of spatial axis ", a, " is ", q.in[ua] + p0 + p1,
                            " (input ", q.in[ua], " + padding ", p0, "+", p1, "), above the limit of ",
-                           kMaxAxisValue, " per axis (input ", shape_str(x), ", filters ", shape_str(w), ")"));
+                           kMaxAxisValue, " per axis (input ", shape_to_string(x), ", filters ", shape_to_string(w),
+                           ")"));
   }
   // x, w and y must each be below 2^62 bytes (no machine holds more): every per-tensor
   // product the algorithms form then fits int64, and a sum of three such sizes fits size_t.
@@ -107,7 +78,7 @@ ConvProblem ConvProblem::make(ConvDirection dir, const ConvParams& params,
   for (const auto& [what, shape] : operands) {
     const std::size_t bytes = detail::checked_nbytes(shape, dtype, msg(op, ": the ", what));
     if (bytes > kMaxConvOperandBytes)
-      throw ShapeError(msg(op, ": the ", what, " ", dtype_name(dtype), shape_str(shape), " needs ", bytes,
+      throw ShapeError(msg(op, ": the ", what, " ", dtype_name(dtype), shape_to_string(shape), " needs ", bytes,
                            " bytes, more than the ", kMaxConvOperandBytes, " bytes a convolution operand may have"));
   }
   q.flip = p.filter_flip;

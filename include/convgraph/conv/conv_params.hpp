@@ -1,6 +1,9 @@
 #pragma once
-/// Parameters of an abstract convolution, for any number of spatial axes (1-3),
-/// and the shape arithmetic every implementation agrees on (DESIGN.md, "Semantics").
+/// The convolution descriptors, below both the ops and the backends: the parameters of a
+/// convolution for 1-3 spatial axes, its direction, and the shape arithmetic and shape
+/// checks every implementation agrees on (DESIGN.md, "Semantics"), written once. The op
+/// (AbstractConvOp::infer, with unknown dims) and the concrete problem (ConvProblem::make)
+/// both validate through the functions at the end of this header.
 /// Dilation is the actual factor (1 = dense), never oneDNN's d-1.
 #include <cstdint>
 #include <optional>
@@ -14,6 +17,10 @@
 
 namespace convgraph {
 
+/// Forward, or the gradient w.r.t. the inputs or the weights (cuDNN's and oneDNN's fwd,
+/// bwd_data, bwd_filter).
+enum class ConvDirection : std::uint8_t { forward, grad_inputs, grad_weights };
+std::string_view direction_name(ConvDirection d);  ///< "fwd", "bwd_data", "bwd_filter"
 
 enum class BorderKind : std::uint8_t { valid, full, half, explicit_pads };
 
@@ -107,5 +114,15 @@ bool check_conv_gradinputs_shape(const std::vector<std::int64_t>& image,
                                  const std::vector<std::int64_t>& dilation = {});
 /// Throws ShapeError if a known dim is invalid: batch/channels < 0, spatial <= 0.
 void assert_conv_shape(const std::vector<std::int64_t>& shape, std::string_view op = "conv");
+
+// ---- shape checks of the forward geometry, shared by the op and ConvProblem -------------
+// x is (N, C, spatial...), w is (K, C/G, spatial...), params normalized; kUnknown dims are
+// skipped. Errors are ShapeErrors that start with `op` and show the shapes involved.
+
+/// C and K divisible by the groups, and C == (C/G) * G.
+void check_conv_channels(const Shape& x, const Shape& w, std::int64_t groups, std::string_view op);
+/// The output size of spatial axis `axis` (kUnknown when an operand is unknown); an
+/// overflow, or a known size below 1, is a ShapeError naming the sizes.
+std::int64_t conv_output_axis(const ConvParams& p, int axis, const Shape& x, const Shape& w, std::string_view op);
 
 }  // namespace convgraph

@@ -1,5 +1,6 @@
 #pragma once
-/// A fully concrete convolution problem: what every ConvAlgorithm is asked to solve.
+/// A fully concrete convolution problem: what every ConvAlgorithm is asked to solve
+/// (convolution-descriptor layer, beside conv_params.hpp).
 /// Built from an abstract node once all shapes are known. Arrays hold 3 axes; only the
 /// first `ndim` are meaningful (the rest are 1 / 0) so one code path serves 1D/2D/3D.
 #include <array>
@@ -10,12 +11,9 @@
 #include <vector>
 
 #include "convgraph/core/dtype.hpp"
-#include "convgraph/ops/conv_params.hpp"
+#include "convgraph/conv/conv_params.hpp"
 
 namespace convgraph {
-
-enum class ConvDirection : std::uint8_t { forward, grad_inputs, grad_weights };
-std::string_view direction_name(ConvDirection d);  ///< "fwd", "bwd_data", "bwd_filter"
 
 using Axes3 = std::array<std::int64_t, 3>;
 
