@@ -22,7 +22,7 @@
 #include "benchmarks/bench_common.hpp"
 #include "convgraph/core/error.hpp"
 #include "convgraph/optimizer/conv_impl_op.hpp"
-#include "convgraph/runtime/thread_pool.hpp"
+#include "convgraph/core/thread_pool.hpp"
 
 namespace convgraph::bench {
 namespace {

@@ -7,7 +7,7 @@
 #include <random>
 
 #include "benchmarks/bench_common.hpp"
-#include "optimizer/device_buffers.hpp"
+#include "backends/device_buffers.hpp"
 #include "convgraph/backends/cpu/reference.hpp"
 #include "convgraph/core/error.hpp"
 #include "convgraph/ops/abstract_conv.hpp"

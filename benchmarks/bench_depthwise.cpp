@@ -14,7 +14,7 @@
 
 #include "convgraph/backends/conv_algorithm.hpp"
 #include "convgraph/backends/cpu/algorithms.hpp"
-#include "convgraph/runtime/thread_pool.hpp"
+#include "convgraph/core/thread_pool.hpp"
 
 using namespace convgraph;
 

@@ -33,7 +33,7 @@
 #pragma GCC diagnostic pop
 
 #include "backends/cpu/sgemm.hpp"
-#include "convgraph/runtime/thread_pool.hpp"
+#include "convgraph/core/thread_pool.hpp"
 
 #if CONVGRAPH_HAVE_OPENMP
 #include <omp.h>

@@ -15,7 +15,7 @@
 #include "convgraph/backends/cpu/cpu_isa.hpp"
 #include "convgraph/backends/cuda.hpp"
 #include "convgraph/core/error.hpp"
-#include "convgraph/runtime/thread_pool.hpp"
+#include "convgraph/core/thread_pool.hpp"
 
 namespace convgraph::bench {
 namespace {

@@ -139,21 +139,6 @@ std::string AbstractConvOp::params() const {
   return p;
 }
 
-std::vector<std::string> AbstractConvOp::tags() const {
-  std::vector<std::string> t{"conv_dnn", "conv_gemm"};
-  bool dense = true;
-  for (std::size_t a = 0; a < params_.stride.size(); ++a)
-    dense = dense && params_.stride[a] == 1 && params_.dilation[a] == 1;
-  // Winograd exists only for stride 1, undilated 2-D kernels.
-  if (dense && params_.ndim == 2) t.emplace_back("conv_winograd");
-  if (params_.allow_fft) t.emplace_back("conv_fft");
-  if (params_.ndim == 3) t.emplace_back("conv3d2d");
-  t.emplace_back("conv_direct");
-  t.emplace_back("conv_meta");
-  t.emplace_back("conv_reference");  // only when explicitly included
-  return t;
-}
-
 namespace {
 
 // The pieces of AbstractConvOp::infer, in order. `me` names the node in messages.

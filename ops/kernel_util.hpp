@@ -5,7 +5,7 @@
 #include "convgraph/core/error.hpp"
 #include "core/dtype_dispatch.hpp"
 #include "convgraph/core/graph.hpp"
-#include "convgraph/runtime/thread_pool.hpp"
+#include "convgraph/core/thread_pool.hpp"
 
 namespace convgraph::detail {
 

@@ -3,7 +3,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "convgraph/runtime/thread_pool.hpp"
+#include "convgraph/core/thread_pool.hpp"
 #include "ops/shape_ops_internal.hpp"
 
 namespace convgraph::detail {

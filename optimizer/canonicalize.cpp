@@ -1,40 +1,40 @@
 // Canonicalize: local rewrites that remove no-op structure so that merge and lowering see
 // one canonical form (Theano's canonicalize phase, position 1).
-#include <algorithm>
-#include <cctype>
-
 #include "convgraph/optimizer/transfer_op.hpp"
+#include "ops/elementwise_info.hpp"
 #include "optimizer/passes.hpp"
 
 namespace convgraph {
 
 namespace {
 
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
+using detail::ElementwiseInfo;
+
+// Ops are recognised by kind (ops/elementwise_info.hpp), never by name.
+bool is_negation(const Var& v) {
+  if (!v.op()) return false;
+  const ElementwiseInfo i = detail::elementwise_info(*v.op());
+  return i.cls == ElementwiseInfo::Class::unary && i.unary == detail::UnaryKind::neg;
 }
 
-bool named(const Var& v, std::initializer_list<std::string_view> names) {
-  if (!v.op()) return false;
-  const std::string n = lower(v.op()->name());
-  return std::find(names.begin(), names.end(), n) != names.end();
+bool is_cast(const Var& v) {
+  return v.op() && detail::elementwise_info(*v.op()).cls == ElementwiseInfo::Class::cast;
 }
 
 /// cast(x) to x's own type, and a transfer to the device x is already on.
 std::optional<Var> remove_useless_conversion(const Var& v, RewriteContext&) {
   if (v.inputs().size() != 1) return std::nullopt;
   const Var& x = v.inputs()[0];
-  const bool conversion = named(v, {"cast", "astype"}) || as_transfer(v) != nullptr;
+  const bool conversion = is_cast(v) || as_transfer(v) != nullptr;
   if (conversion && x.type() == v.type()) return x;
   return std::nullopt;
 }
 
 /// -(-x) -> x.
 std::optional<Var> remove_double_negation(const Var& v, RewriteContext&) {
-  if (!named(v, {"neg", "negate"}) || v.inputs().size() != 1) return std::nullopt;
+  if (!is_negation(v) || v.inputs().size() != 1) return std::nullopt;
   const Var& inner = v.inputs()[0];
-  if (!named(inner, {"neg", "negate"}) || inner.inputs().size() != 1) return std::nullopt;
+  if (!is_negation(inner) || inner.inputs().size() != 1) return std::nullopt;
   if (!(inner.inputs()[0].type() == v.type())) return std::nullopt;
   return inner.inputs()[0];
 }

@@ -3,8 +3,8 @@
 // for lowering.
 #include "convgraph/backends/kernel_registry.hpp"
 #include "convgraph/core/function_graph.hpp"
-#include "convgraph/runtime/profile.hpp"
-#include "convgraph/runtime/thread_pool.hpp"
+#include "convgraph/optimizer/compile_stats.hpp"
+#include "convgraph/core/thread_pool.hpp"
 #include "optimizer/passes.hpp"
 
 namespace convgraph {

@@ -7,8 +7,8 @@
 #include <sstream>
 
 #include "convgraph/backends/cpu/reference.hpp"
-#include "convgraph/runtime/thread_pool.hpp"
-#include "optimizer/device_buffers.hpp"
+#include "convgraph/core/thread_pool.hpp"
+#include "backends/device_buffers.hpp"
 #include "optimizer/text_util.hpp"
 
 namespace convgraph {

@@ -7,7 +7,7 @@
 
 #include "convgraph/backends/cuda.hpp"
 #include "convgraph/core/function_graph.hpp"
-#include "convgraph/runtime/profile.hpp"
+#include "convgraph/optimizer/compile_stats.hpp"
 #include "optimizer/passes.hpp"
 #include "optimizer/text_util.hpp"
 
@@ -144,6 +144,19 @@ ConvCandidates meta_candidates(const AbstractConvOp& op, const ConvProblem& prob
   return out;
 }
 
+std::vector<std::string> conv_lowering_tags(const AbstractConvOp& op, const AlgorithmRegistry& registry) {
+  std::vector<std::string> out;
+  for (const auto& a : registry.all()) {
+    const std::vector<std::string> tags = a->tags();
+    if (!fft_refusal(*a, tags, op.conv_params()).empty()) continue;
+    for (const auto& t : tags)
+      if (std::find(std::begin(kPresetTags), std::end(kPresetTags), t) == std::end(kPresetTags) && !has(out, t))
+        out.push_back(t);
+  }
+  out.emplace_back("conv_meta");  // the meta-optimizer's rewrite lowers it too
+  return out;
+}
+
 std::string conv_node_label(const Var& v) {
   std::ostringstream os;
   os << '#' << v.node()->id << ' ' << (v.op() ? v.op()->name() : std::string("input"));
@@ -157,9 +170,7 @@ std::string explain_unlowered(const Var& node, const Mode& mode) {
   os << "node " << conv_node_label(node) << " [" << node.op()->label() << "] " << types_text(node)
      << " has no implementation.";
   if (!op) return os.str();
-  std::vector<std::string> could = op->tags();
-  if (could.empty()) could = {"conv_dnn", "cudnn", "conv_gemm", "conv_direct", "conv_fft", "conv_winograd", "conv_meta"};
-  os << "\n  tags that could lower it: " << join_text(could);
+  os << "\n  tags that could lower it: " << join_text(conv_lowering_tags(*op, mode_registry(mode)));
   os << "\n  excluded tags: " << (mode.exclude_tags.empty() ? std::string("(none)") : join_text(mode.exclude_tags));
   if (!mode.require_tags.empty()) os << "\n  required tags: " << join_text(mode.require_tags);
   if (mode.optimizer == "None") os << "\n  optimizer=None: no rewrite ran, so nothing lowered it";
@@ -193,7 +204,7 @@ std::string explain_unlowered(const Var& node, const Mode& mode) {
     int n = 0;
     for (const auto& a : reg.all()) n += a->device() == DeviceKind::cuda ? 1 : 0;
     if (!cuda.available)
-      os << "\n    cuda.cudnn.*, cuda.corrmm, cuda.fft: no GPU: " << cuda.reason;
+      os << "\n    cuda algorithms (" << n << " registered): no GPU: " << cuda.reason;
     else if (n > 0)
       os << "\n    cuda.* (" << n << " algorithms): not considered with device=cpu (set device=cuda)";
   }

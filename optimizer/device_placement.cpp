@@ -12,7 +12,7 @@
 #include "convgraph/core/function_graph.hpp"
 #include "convgraph/ops/abstract_conv.hpp"
 #include "convgraph/optimizer/transfer_op.hpp"
-#include "optimizer/device_buffers.hpp"
+#include "backends/device_buffers.hpp"
 #include "optimizer/passes.hpp"
 
 namespace convgraph {

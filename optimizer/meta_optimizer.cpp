@@ -12,9 +12,9 @@
 
 #include "convgraph/backends/cpu/reference.hpp"
 #include "convgraph/core/function_graph.hpp"
-#include "convgraph/runtime/profile.hpp"
-#include "convgraph/runtime/thread_pool.hpp"
-#include "optimizer/device_buffers.hpp"
+#include "convgraph/optimizer/compile_stats.hpp"
+#include "convgraph/core/thread_pool.hpp"
+#include "backends/device_buffers.hpp"
 #include "optimizer/passes.hpp"
 #include "optimizer/text_util.hpp"
 

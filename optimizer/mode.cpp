@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "convgraph/core/error.hpp"
-#include "convgraph/runtime/thread_pool.hpp"  // kMaxThreads
+#include "convgraph/core/thread_pool.hpp"  // kMaxThreads
 #include "optimizer/text_util.hpp"
 
 namespace convgraph {

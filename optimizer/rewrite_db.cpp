@@ -8,7 +8,7 @@
 
 #include "convgraph/core/error.hpp"
 #include "convgraph/core/function_graph.hpp"
-#include "convgraph/runtime/profile.hpp"
+#include "convgraph/optimizer/compile_stats.hpp"
 #include "optimizer/text_util.hpp"
 
 namespace convgraph {

@@ -12,10 +12,10 @@
 #include "convgraph/backends/kernel_registry.hpp"
 #include "convgraph/core/print.hpp"
 #include "convgraph/optimizer/optimize.hpp"
-#include "convgraph/runtime/thread_pool.hpp"
+#include "convgraph/core/thread_pool.hpp"
 #include "core/checked_math.hpp"
 #include "core/escape.hpp"
-#include "optimizer/device_buffers.hpp"
+#include "backends/device_buffers.hpp"
 #include "runtime/memory_planner.hpp"
 
 namespace convgraph {

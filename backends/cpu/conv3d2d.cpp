@@ -15,7 +15,7 @@
 #include <cstring>
 
 #include "convgraph/backends/cpu/algorithms.hpp"
-#include "convgraph/runtime/thread_pool.hpp"
+#include "convgraph/core/thread_pool.hpp"
 #include "core/checked_math.hpp"
 
 namespace convgraph {

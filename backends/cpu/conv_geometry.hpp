@@ -9,7 +9,7 @@
 
 #include "convgraph/backends/conv_algorithm.hpp"
 #include "convgraph/conv/conv_problem.hpp"
-#include "convgraph/runtime/thread_pool.hpp"
+#include "convgraph/core/thread_pool.hpp"
 
 namespace convgraph::cpu {
 

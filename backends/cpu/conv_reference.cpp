@@ -8,7 +8,7 @@
 #include <array>
 #include <cstdint>
 
-#include "convgraph/runtime/thread_pool.hpp"
+#include "convgraph/core/thread_pool.hpp"
 
 namespace convgraph {
 namespace {

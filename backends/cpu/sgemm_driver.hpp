@@ -31,7 +31,7 @@
 #include <cstdlib>
 #include <new>
 
-#include "convgraph/runtime/thread_pool.hpp"
+#include "convgraph/core/thread_pool.hpp"
 
 namespace convgraph::cpu::sgemm_detail {
 

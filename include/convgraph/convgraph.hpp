@@ -1,10 +1,10 @@
 #pragma once
 /// Everything a convgraph user needs: #include <convgraph/convgraph.hpp>
 #include "convgraph/version.hpp"
-#include "convgraph/core/autodiff.hpp"
+#include "convgraph/ops/autodiff.hpp"
 #include "convgraph/core/error.hpp"
 #include "convgraph/core/function_graph.hpp"
-#include "convgraph/core/gradcheck.hpp"
+#include "convgraph/runtime/gradcheck.hpp"
 #include "convgraph/core/graph.hpp"
 #include "convgraph/core/print.hpp"
 #include "convgraph/core/tensor.hpp"
@@ -16,6 +16,6 @@
 #include "convgraph/ops/conv.hpp"
 #include "convgraph/optimizer/mode.hpp"
 #include "convgraph/runtime/function.hpp"
-#include "convgraph/runtime/thread_pool.hpp"
+#include "convgraph/core/thread_pool.hpp"
 #include "convgraph/backends/conv_algorithm.hpp"
 #include "convgraph/backends/cuda.hpp"

@@ -14,7 +14,7 @@
 
 #include "convgraph/backends/conv_algorithm.hpp"
 #include "convgraph/backends/cpu/algorithms.hpp"
-#include "convgraph/runtime/thread_pool.hpp"
+#include "convgraph/core/thread_pool.hpp"
 #include "support/conv_cases.hpp"
 #include "support/conv_run.hpp"
 

@@ -22,7 +22,7 @@
 
 #include "convgraph/backends/conv_algorithm.hpp"
 #include "convgraph/backends/cpu/reference.hpp"
-#include "convgraph/runtime/thread_pool.hpp"
+#include "convgraph/core/thread_pool.hpp"
 
 using namespace convgraph;
 using i64 = std::int64_t;

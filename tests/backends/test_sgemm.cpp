@@ -12,7 +12,7 @@
 
 #include "backends/cpu/sgemm.hpp"
 #include "convgraph/core/error.hpp"
-#include "convgraph/runtime/thread_pool.hpp"
+#include "convgraph/core/thread_pool.hpp"
 
 namespace {
 

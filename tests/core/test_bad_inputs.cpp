@@ -4,7 +4,7 @@
 // anything but the named subclass.
 #include <catch2/catch.hpp>
 #include <convgraph/convgraph.hpp>
-#include <convgraph/runtime/thread_pool.hpp>
+#include <convgraph/core/thread_pool.hpp>
 
 #include <cstdint>
 #include <functional>

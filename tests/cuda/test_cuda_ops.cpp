@@ -11,7 +11,7 @@
 #include "convgraph/backends/cuda.hpp"
 #include "convgraph/backends/kernel_registry.hpp"
 #include "backends/cuda/strided_plan.hpp"
-#include "convgraph/core/autodiff.hpp"
+#include "convgraph/ops/autodiff.hpp"
 #include "convgraph/core/function_graph.hpp"
 #include "convgraph/ops/conv.hpp"
 #include "convgraph/ops/math.hpp"

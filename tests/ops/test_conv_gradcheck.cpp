@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "convgraph/core/autodiff.hpp"
+#include "convgraph/ops/autodiff.hpp"
 #include "convgraph/core/error.hpp"
-#include "convgraph/core/gradcheck.hpp"
+#include "convgraph/runtime/gradcheck.hpp"
 #include "convgraph/ops/math.hpp"
 #include "ops/conv_numeric_util.hpp"
 

@@ -4,8 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include <convgraph/convgraph.hpp>
-#include <convgraph/core/autodiff.hpp>
-#include <convgraph/core/gradcheck.hpp>
+#include <convgraph/ops/autodiff.hpp>
+#include <convgraph/runtime/gradcheck.hpp>
 #include <convgraph/core/print.hpp>
 #include <convgraph/optimizer/optimize.hpp>
 

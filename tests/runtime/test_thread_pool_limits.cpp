@@ -3,7 +3,7 @@
 // the others (it used to hang in pthread_cond_destroy or call std::terminate).
 #include <catch2/catch.hpp>
 #include <convgraph/convgraph.hpp>
-#include <convgraph/runtime/thread_pool.hpp>
+#include <convgraph/core/thread_pool.hpp>
 
 #include <atomic>
 #include <cstdlib>

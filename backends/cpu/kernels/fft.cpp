@@ -32,7 +32,7 @@
 
 #include "convgraph/backends/conv_algorithm.hpp"
 #include "convgraph/core/error.hpp"
-#include "convgraph/runtime/thread_pool.hpp"
+#include "convgraph/core/thread_pool.hpp"
 
 #include "backends/cpu/kernels/isa_begin.hpp"
 #include "backends/cpu/kernels/fft_batched.hpp"

@@ -35,7 +35,7 @@
 #endif
 
 #include "convgraph/backends/conv_algorithm.hpp"
-#include "convgraph/runtime/thread_pool.hpp"
+#include "convgraph/core/thread_pool.hpp"
 
 #include "backends/cpu/kernels/isa_begin.hpp"
 

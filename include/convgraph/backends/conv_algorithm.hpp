@@ -9,11 +9,10 @@
 
 #include "convgraph/conv/conv_problem.hpp"
 #include "convgraph/core/device.hpp"
+#include "convgraph/core/exec_context.hpp"
 #include "convgraph/core/error.hpp"
 
 namespace convgraph {
-
-class ThreadPool;
 
 /// The three operands of a convolution, named as in cuDNN. The direction decides which
 /// one is written: y for forward, x for grad_inputs (x = dx, y = dy), w for grad_weights
@@ -25,14 +24,9 @@ struct ConvTensors {
   void* y = nullptr;
 };
 
-/// Where and with what an algorithm runs: a thread pool (CPU), a stream (CUDA), and
-/// a workspace of at least workspace_bytes(problem) bytes, 64-byte aligned.
-struct ConvContext {
-  ThreadPool* pool = nullptr;
-  void* workspace = nullptr;
-  std::size_t workspace_bytes = 0;
-  void* stream = nullptr;  ///< cudaStream_t on CUDA
-};
+/// Where and with what an algorithm runs: the execution context of every kernel, with a
+/// workspace of at least workspace_bytes(problem) bytes.
+using ConvContext = ExecContext;
 
 class ConvAlgorithm {
  public:

@@ -13,6 +13,7 @@
 #include "convgraph/core/device.hpp"
 #include "convgraph/core/dtype.hpp"
 #include "convgraph/core/error.hpp"
+#include "convgraph/core/exec_context.hpp"
 #include "convgraph/core/tensor.hpp"
 
 namespace convgraph {
@@ -35,7 +36,6 @@ struct TensorType {
 
 class Op;
 struct Node;
-class ThreadPool;
 using OpPtr = std::shared_ptr<const Op>;
 
 class Var {
@@ -71,14 +71,6 @@ struct Node {
   std::string name;
   std::shared_ptr<const Tensor> value;  ///< constants only
   std::uint64_t id = 0;       ///< creation order: deterministic traversals and printing
-};
-
-/// What a kernel runs with.
-struct ExecContext {
-  ThreadPool* pool = nullptr;
-  void* workspace = nullptr;
-  std::size_t workspace_bytes = 0;
-  void* stream = nullptr;
 };
 
 /// An operation: parameters, type and shape inference, gradient and kernel, declared

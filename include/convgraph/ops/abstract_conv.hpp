@@ -53,8 +53,6 @@ class AbstractConvOp : public Op {
   }
   /// Never evaluated by constant folding (it has no kernel; Theano: do_constant_folding False).
   bool foldable() const override { return false; }
-  /// Tags of the rewrites that can lower this node (for error messages).
-  std::vector<std::string> tags() const override;
 
  private:
   ConvDirection direction_;

@@ -51,6 +51,11 @@ ConvCandidates meta_candidates(const AbstractConvOp& op, const ConvProblem& prob
 /// The registry a mode lowers with (Mode::registry or the built-in one).
 const AlgorithmRegistry& mode_registry(const Mode& mode);
 
+/// The implementation tags that could lower `op`, from the registry: every tag its
+/// algorithms carry (less the presets fast_run/fast_compile, and FFT's for a node that
+/// refuses FFT), in priority order, then conv_meta.
+std::vector<std::string> conv_lowering_tags(const AbstractConvOp& op, const AlgorithmRegistry& registry);
+
 /// "#12 AbstractConv 'conv1'": how messages name a node.
 std::string conv_node_label(const Var& v);
 

@@ -3,7 +3,7 @@
 #include "convgraph/core/function_graph.hpp"
 #include "convgraph/optimizer/mode.hpp"
 #include "convgraph/optimizer/rewrite_db.hpp"
-#include "convgraph/runtime/profile.hpp"
+#include "convgraph/optimizer/compile_stats.hpp"
 
 namespace convgraph {
 

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "convgraph/optimizer/compile_stats.hpp"
+
 namespace convgraph {
 
 struct NodeProfile {
@@ -15,12 +17,6 @@ struct NodeProfile {
   double seconds = 0;          ///< total time over all calls
   std::size_t output_bytes = 0;
   std::size_t workspace_bytes = 0;
-};
-
-struct CompileStats {
-  double total_seconds = 0;
-  std::vector<std::pair<std::string, double>> pass_seconds;  ///< in pass order
-  std::vector<std::string> notes;  ///< optimizer notes (meta-optimizer decisions...)
 };
 
 struct ProfileStats {

@@ -1,6 +1,6 @@
 // Reverse-mode autodiff: walk the graph from the cost back to the parameters, asking
 // each op for the gradients of its inputs and summing contributions per variable.
-#include "convgraph/core/autodiff.hpp"
+#include "convgraph/ops/autodiff.hpp"
 
 #include <unordered_map>
 #include <unordered_set>

@@ -1,4 +1,4 @@
-#include "convgraph/runtime/thread_pool.hpp"
+#include "convgraph/core/thread_pool.hpp"
 
 #include <algorithm>
 #include <atomic>

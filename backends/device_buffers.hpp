@@ -1,7 +1,9 @@
 #pragma once
-// Internal: moving tuning data and DebugMode comparisons between host and an algorithm's
-// device. CUDA builds use the CUDA backend's allocator and copies; other builds (and
-// machines without a GPU) throw DeviceError carrying cuda_info().reason.
+// Internal: host <-> device buffers for the layers above the backends (runtime transfers
+// and outputs, the meta-optimizer's tuning data, DebugMode comparisons), so that they never
+// include the CUDA backend's private headers. CUDA builds use the CUDA backend's allocator
+// and copies; other builds (and machines without a GPU) throw DeviceError carrying
+// cuda_info().reason.
 #include <memory>
 
 #include "convgraph/core/tensor.hpp"

@@ -1,4 +1,4 @@
-#include "optimizer/device_buffers.hpp"
+#include "backends/device_buffers.hpp"
 
 #include "convgraph/backends/cuda.hpp"
 #if CONVGRAPH_WITH_CUDA

@@ -1,9 +1,9 @@
-#include "convgraph/core/gradcheck.hpp"
+#include "convgraph/runtime/gradcheck.hpp"
 
 #include <cmath>
 #include <random>
 
-#include "convgraph/core/autodiff.hpp"
+#include "convgraph/ops/autodiff.hpp"
 #include "convgraph/ops/math.hpp"
 #include "convgraph/runtime/function.hpp"
 
