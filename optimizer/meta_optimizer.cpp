@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <random>
 
 #include "convgraph/backends/cpu/reference.hpp"
@@ -121,16 +122,102 @@ std::string padded(const std::string& s, std::size_t width) {
 
 std::shared_ptr<MetaClock> steady_meta_clock() { return std::make_shared<SteadyClock>(); }
 
-TuneOutcome tune_conv(const ConvProblem& p, const ConvCandidates& candidates, const std::string& label,
-                      const TuneOptions& o) {
-  auto say = [&](const std::string& line) {
+namespace {
+
+// One tune_conv call: the problem, the options, the clock and the log they share.
+struct Tuning {
+  const ConvProblem& p;
+  const TuneOptions& o;
+  MetaClock& clock;
+  ThreadPool& pool;
+
+  void say(const std::string& line) const {
     if (o.verbose < 1) return;
     if (o.log) o.log(line);
     else std::cerr << line << '\n';
-  };
+  }
+
+  // Fills `out` from a valid cache entry for `key` (an algorithm still usable, same
+  // version); says why a stale entry is ignored.
+  bool from_cache(const std::string& key, const std::vector<AlgorithmPtr>& usable, TuneOutcome& out) const {
+    const TuningEntry* e = o.cache ? o.cache->find(key) : nullptr;
+    if (!e) return false;
+    for (const auto& a : usable)
+      if (a->name() == e->algorithm && a->version() == e->version) {
+        out.winner = a;
+        out.cache_hit = true;
+        out.seconds = e->seconds;
+        out.why = msg("cache hit: ", seconds_text(e->seconds), " when tuned",
+                      o.cache->path().empty() ? "" : ", " + o.cache->path());
+        say(msg("[metaopt]   cache hit -> ", a->name(), " (", seconds_text(e->seconds), ", ",
+                gflops_text(p, e->seconds), " when tuned); no timing"));
+        return true;
+      }
+    say(msg("[metaopt]   stale cache entry (", e->algorithm, " v", e->version, " is no longer a candidate); re-tuning"));
+    return false;
+  }
+
+  // Times `a`: a warm-up run checked against the reference, then repeated runs. The median,
+  // or nothing when it is skipped, rejected, stopped early (warm-up over early_stop x
+  // `best`, when there is a best) or fails; each case is said.
+  std::optional<double> time(const AlgorithmPtr& a, const TuneData& data, std::map<DeviceKind, DeviceData>& on_device,
+                             const std::vector<AlgorithmPtr>& usable, std::optional<double> best) const {
+    const std::string name = padded(a->name(), 18);
+    const DeviceKind dev = a->device();
+    const std::size_t need = a->workspace_bytes(p);
+    std::vector<double> times;
+    try {
+      auto it = on_device.find(dev);
+      if (it == on_device.end()) it = on_device.emplace(dev, DeviceData(data, dev, usable, p)).first;
+      DeviceData& d = it->second;
+      if (need > d.ws_bytes) {
+        say(msg("[metaopt]   ", name, " skipped: cannot allocate ", bytes_text_iec(static_cast<double>(need)), " of workspace"));
+        return std::nullopt;
+      }
+      d.reset_output(data);  // NaN garbage: catches algorithms that leave part of the output unwritten
+      const ConvTensors t = conv_tensors(p.direction, d.in0.raw(), d.in1.raw(), d.out.raw());
+      const ConvContext cc{dev == DeviceKind::cpu ? &pool : nullptr, d.ws ? d.ws->data : nullptr, d.ws_bytes, nullptr};
+      auto timed_run = [&] {
+        const double t0 = clock.now();
+        a->run(p, t, cc);
+        synchronize(dev);
+        return clock.now() - t0;
+      };
+      const double warm = timed_run();
+      const Tensor got = copy_to_host(d.out);
+      const ConvCheck check = compare_conv_results(got.raw(), data.want.raw(), data.want.numel(), p.dtype);
+      if (!check.ok) {
+        say(msg("[metaopt]   ", name, " rejected: wrong result, ", check.to_string()));
+        return std::nullopt;
+      }
+      if (best && warm > o.early_stop * *best) {
+        say(msg("[metaopt]   ", name, " ", seconds_text(warm), " (warm-up) ", gflops_text(p, warm),
+                "  not timed further: over ", o.early_stop, "x the best"));
+        return std::nullopt;
+      }
+      double total = 0;
+      while (static_cast<int>(times.size()) < o.min_runs || (static_cast<int>(times.size()) < o.max_runs && total < 0.02)) {
+        times.push_back(timed_run());
+        total += times.back();
+      }
+    } catch (const std::exception& e) {  // allocation failure, a device error...: skipped, not fatal
+      say(msg("[metaopt]   ", name, " failed: ", e.what()));
+      return std::nullopt;
+    }
+    const double med = median(times);
+    say(msg("[metaopt]   ", name, " ", padded(seconds_text(med), 10), " ", padded(gflops_text(p, med), 16),
+            " ws ", bytes_text_iec(static_cast<double>(need)), "  (median of ", times.size(), ")"));
+    return med;
+  }
+};
+
+}  // namespace
+
+TuneOutcome tune_conv(const ConvProblem& p, const ConvCandidates& candidates, const std::string& label,
+                      const TuneOptions& o) {
   SteadyClock steady;
-  MetaClock& clock = o.clock ? *o.clock : steady;
-  ThreadPool& pool = o.pool ? *o.pool : ThreadPool::default_pool();
+  const Tuning tuning{p, o, o.clock ? *o.clock : steady, o.pool ? *o.pool : ThreadPool::default_pool()};
+  auto say = [&](const std::string& line) { tuning.say(line); };
 
   std::vector<AlgorithmPtr> usable = candidates.usable();
   std::size_t in_set = 0;
@@ -153,87 +240,30 @@ TuneOutcome tune_conv(const ConvProblem& p, const ConvCandidates& candidates, co
     return out;
   }
   const std::string key = TuningCache::make_key(o.device, p, usable);
-  if (o.cache) {
-    if (const TuningEntry* e = o.cache->find(key)) {
-      for (const auto& a : usable)
-        if (a->name() == e->algorithm && a->version() == e->version) {
-          out.winner = a;
-          out.cache_hit = true;
-          out.seconds = e->seconds;
-          out.why = msg("cache hit: ", seconds_text(e->seconds), " when tuned",
-                        o.cache->path().empty() ? "" : ", " + o.cache->path());
-          say(msg("[metaopt]   cache hit -> ", a->name(), " (", seconds_text(e->seconds), ", ",
-                  gflops_text(p, e->seconds), " when tuned); no timing"));
-          return out;
-        }
-      say(msg("[metaopt]   stale cache entry (", e->algorithm, " v", e->version, " is no longer a candidate); re-tuning"));
-    }
-  }
+  if (tuning.from_cache(key, usable, out)) return out;
   report_skips();
   if (p.dtype != DType::float32 && p.dtype != DType::float64) {
     say(msg("[metaopt]   cannot time ", dtype_name(p.dtype), " problems on the host yet; falling back to priority lowering"));
     return out;
   }
 
-  const double ref_start = clock.now();
-  TuneData data = make_data(p);
-  if (o.verbose >= 2) say(msg("[metaopt]   reference computed in ", seconds_text(clock.now() - ref_start)));
+  const double ref_start = tuning.clock.now();
+  const TuneData data = make_data(p);
+  if (o.verbose >= 2) say(msg("[metaopt]   reference computed in ", seconds_text(tuning.clock.now() - ref_start)));
   std::map<DeviceKind, DeviceData> on_device;  // operands per device, made on first use
 
-  const double start = clock.now();
-  double best = 0;
+  const double start = tuning.clock.now();
+  std::optional<double> best;
   for (const auto& a : usable) {
-    const std::string name = padded(a->name(), 18);
-    if (out.winner && clock.now() - start > o.budget_seconds) {
-      say(msg("[metaopt]   ", name, " skipped: the node's time budget of ", seconds_text(o.budget_seconds), " is spent"));
+    if (out.winner && tuning.clock.now() - start > o.budget_seconds) {
+      say(msg("[metaopt]   ", padded(a->name(), 18), " skipped: the node's time budget of ",
+              seconds_text(o.budget_seconds), " is spent"));
       continue;
     }
-    const DeviceKind dev = a->device();
-    const std::size_t need = a->workspace_bytes(p);
-    std::vector<double> times;
-    try {
-      auto it = on_device.find(dev);
-      if (it == on_device.end()) it = on_device.emplace(dev, DeviceData(data, dev, usable, p)).first;
-      DeviceData& d = it->second;
-      if (need > d.ws_bytes) {
-        say(msg("[metaopt]   ", name, " skipped: cannot allocate ", bytes_text_iec(static_cast<double>(need)), " of workspace"));
-        continue;
-      }
-      d.reset_output(data);  // NaN garbage: catches algorithms that leave part of the output unwritten
-      const ConvTensors t = conv_tensors(p.direction, d.in0.raw(), d.in1.raw(), d.out.raw());
-      const ConvContext cc{dev == DeviceKind::cpu ? &pool : nullptr, d.ws ? d.ws->data : nullptr, d.ws_bytes, nullptr};
-      auto timed_run = [&] {
-        const double t0 = clock.now();
-        a->run(p, t, cc);
-        synchronize(dev);
-        return clock.now() - t0;
-      };
-      const double warm = timed_run();
-      const Tensor got = copy_to_host(d.out);
-      const ConvCheck check = compare_conv_results(got.raw(), data.want.raw(), data.want.numel(), p.dtype);
-      if (!check.ok) {
-        say(msg("[metaopt]   ", name, " rejected: wrong result, ", check.to_string()));
-        continue;
-      }
-      if (out.winner && warm > o.early_stop * best) {
-        say(msg("[metaopt]   ", name, " ", seconds_text(warm), " (warm-up) ", gflops_text(p, warm),
-                "  not timed further: over ", o.early_stop, "x the best"));
-        continue;
-      }
-      double total = 0;
-      while (static_cast<int>(times.size()) < o.min_runs || (static_cast<int>(times.size()) < o.max_runs && total < 0.02)) {
-        times.push_back(timed_run());
-        total += times.back();
-      }
-    } catch (const std::exception& e) {  // allocation failure, a device error...: skipped, not fatal
-      say(msg("[metaopt]   ", name, " failed: ", e.what()));
-      continue;
-    }
-    const double med = median(times);
+    const std::optional<double> med = tuning.time(a, data, on_device, usable, best);
+    if (!med) continue;
     ++out.timed;
-    say(msg("[metaopt]   ", name, " ", padded(seconds_text(med), 10), " ", padded(gflops_text(p, med), 16),
-            " ws ", bytes_text_iec(static_cast<double>(need)), "  (median of ", times.size(), ")"));
-    if (!out.winner || med < best) {  // ties keep the higher-priority candidate
+    if (!best || *med < *best) {  // ties keep the higher-priority candidate
       out.winner = a;
       best = med;
     }
@@ -242,10 +272,10 @@ TuneOutcome tune_conv(const ConvProblem& p, const ConvCandidates& candidates, co
     say("[metaopt]   no candidate could be timed; falling back to priority lowering");
     return out;
   }
-  out.seconds = best;
-  out.why = msg("timing: ", seconds_text(best), ", fastest of ", out.timed, " timed");
-  say(msg("[metaopt]   = ", out.winner->name(), " (", seconds_text(best), ", fastest of ", out.timed, ")"));
-  if (o.cache) o.cache->put(key, TuningEntry{out.winner->name(), out.winner->version(), best});
+  out.seconds = *best;
+  out.why = msg("timing: ", seconds_text(*best), ", fastest of ", out.timed, " timed");
+  say(msg("[metaopt]   = ", out.winner->name(), " (", seconds_text(*best), ", fastest of ", out.timed, ")"));
+  if (o.cache) o.cache->put(key, TuningEntry{out.winner->name(), out.winner->version(), *best});
   return out;
 }
 

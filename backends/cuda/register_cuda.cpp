@@ -1,10 +1,8 @@
 // The CUDA algorithm list, in default priority order: cuDNN (every legacy algorithm,
 // each direction's robust general algorithms first), then cuda.corrmm (the catch-all:
 // any geometry, float32/float64), then cuda.fft (opt-in through its conv_fft tag).
-//
-// Not here yet: GPU kernels for the DSL's other ops (elementwise, reductions, pooling,
-// upsampling). The op layer is still being written; their CUDA kernels will follow it
-// and can reuse kernels.hpp's launch conventions and tensor_kernels.cu's gather.
+// The CUDA kernels of the other DSL ops (elementwise, reductions, softmax, matmul) are
+// registered in the KernelRegistry by register_cuda_kernels() (op_kernels.cpp).
 #include "backends/cuda/registration.hpp"
 
 namespace convgraph {

@@ -22,19 +22,13 @@
 
 #if CONVGRAPH_WITH_CUDA
 #include "backends/cuda/device.hpp"
+#include "support/skip_without_gpu.hpp"
 
 using namespace convgraph;
 using namespace convgraph::testing;
 
 namespace {
 
-#define SKIP_WITHOUT_GPU()                             \
-  do {                                                 \
-    if (!cuda_info().available) {                      \
-      WARN("SKIPPED: no GPU: " << cuda_info().reason); \
-      return;                                          \
-    }                                                  \
-  } while (0)
 
 std::vector<const ConvAlgorithm*> cuda_algorithms() {
   std::vector<const ConvAlgorithm*> out;

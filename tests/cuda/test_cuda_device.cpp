@@ -7,16 +7,10 @@
 
 #if CONVGRAPH_WITH_CUDA
 #include "backends/cuda/device.hpp"
+#include "support/skip_without_gpu.hpp"
 
 using namespace convgraph;
 
-#define SKIP_WITHOUT_GPU()                                        \
-  do {                                                            \
-    if (!cuda_info().available) {                                 \
-      WARN("SKIPPED: no GPU: " << cuda_info().reason);            \
-      return;                                                     \
-    }                                                             \
-  } while (0)
 
 TEST_CASE("cuda_info is probed once and reports why CUDA is unusable", "[cuda_device]") {
   const CudaInfo& info = cuda_info();

@@ -20,18 +20,12 @@
 #include "convgraph/optimizer/transfer_op.hpp"
 #include "convgraph/runtime/function.hpp"
 #include "optimizer/passes.hpp"
+#include "support/skip_without_gpu.hpp"
 
 using namespace convgraph;
 
 namespace {
 
-#define SKIP_WITHOUT_GPU()                                        \
-  do {                                                            \
-    if (!cuda_info().available) {                                 \
-      WARN("SKIPPED: no GPU: " << cuda_info().reason);            \
-      return;                                                     \
-    }                                                             \
-  } while (0)
 
 // ---- plans (GPU-free) ------------------------------------------------------------------
 

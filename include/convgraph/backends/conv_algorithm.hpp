@@ -61,8 +61,9 @@ class AlgorithmRegistry {
   std::vector<std::shared_ptr<const ConvAlgorithm>> algos_;
 };
 
-/// Explicit registration (no static initialisers): the call order in register_all.cpp
-/// is the priority order.
+/// Explicit registration (no static initialisers), called by AlgorithmRegistry::builtin()
+/// (backends/algorithm_registry.cpp): CPU first, then CUDA. The order of the lines in
+/// backends/cpu/register_cpu.cpp and backends/cuda/register_cuda.cpp is the priority order.
 void register_cpu_conv_algorithms(AlgorithmRegistry& r);
 void register_cuda_conv_algorithms(AlgorithmRegistry& r);  ///< no-op without CUDA
 
