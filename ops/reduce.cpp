@@ -1,8 +1,6 @@
 // Reductions (sum, mean, max, min over axes) and the broadcasting helpers autodiff
 // needs: sum_to (undo a broadcast), broadcast_to (undo a reduction), fills.
 #include <algorithm>
-#include <cmath>
-#include <limits>
 
 #include "convgraph/ops/math.hpp"
 #include "ops/kernel_util.hpp"

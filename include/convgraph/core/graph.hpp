@@ -73,8 +73,10 @@ struct Node {
   std::uint64_t id = 0;       ///< creation order: deterministic traversals and printing
 };
 
-/// An operation: parameters, type and shape inference, gradient and kernel, declared
-/// together in one class. Ops are immutable and shared between nodes.
+/// An operation: parameters, type and shape inference and gradient, declared together in
+/// one class; its kernels are registered per device under its kernel_key() (a few
+/// host-only ops, such as the layout copies, still compute in perform()). Ops are
+/// immutable and shared between nodes.
 class Op {
  public:
   virtual ~Op() = default;
