@@ -1,5 +1,5 @@
-// Fuzz target: the abstract convolution family (ops/conv_params.cpp, ops/abstract_conv.cpp,
-// backends/conv_problem.cpp) and, for small accepted problems, the CPU algorithms.
+// Fuzz target: the abstract convolution family (conv/conv_params.cpp, ops/abstract_conv.cpp,
+// conv/conv_problem.cpp) and, for small accepted problems, the CPU algorithms.
 //
 // From the input: 1-3 spatial axes (sometimes 0 or 4), shapes, strides, dilations,
 // paddings (valid/full/half/same, an unknown name, an int, per-axis ints, per-axis
@@ -28,7 +28,7 @@
 #include "convgraph/backends/conv_algorithm.hpp"
 #include "convgraph/backends/cpu/algorithms.hpp"
 #include "convgraph/ops/abstract_conv.hpp"
-#include "convgraph/runtime/thread_pool.hpp"
+#include "convgraph/core/thread_pool.hpp"
 #include "fuzz/fuzz_input.hpp"
 
 using namespace convgraph;

@@ -8,15 +8,9 @@
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 install_missing libdnnl-dev
 
-generator=()
-command -v ninja >/dev/null && generator=(-G Ninja)
-if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
-  cmake -S "$ROOT" -B "$BUILD_DIR" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-    -DCONVGRAPH_WITH_CUDA="${CONVGRAPH_WITH_CUDA:-AUTO}"
-else
-  cmake "$BUILD_DIR" >/dev/null  # re-configure: finds oneDNN if it was installed just now
-fi
-cmake --build "$BUILD_DIR" --target convgraph-anchors --parallel "$JOBS"
+# Re-configure an existing build: it finds oneDNN if it was installed just now.
+[ -f "$BUILD_DIR/CMakeCache.txt" ] && cmake "$BUILD_DIR" >/dev/null
+BUILD_TARGETS=convgraph-anchors configure_and_build
 exe="$BUILD_DIR/benchmarks/convgraph-anchors"
 [ -x "$exe" ] || { echo "convgraph-anchors was not built (is libdnnl-dev installed?)" >&2; exit 1; }
 

@@ -5,7 +5,7 @@ BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 JOBS="${JOBS:-$(nproc)}"
 
 # Debian packages the build and tests need; only the missing ones are installed.
-PACKAGES=(g++ cmake ninja-build pkg-config libeigen3-dev catch2 libbenchmark-dev qemu-user)
+PACKAGES=(g++ cmake ninja-build pkg-config libeigen3-dev catch2 qemu-user)
 
 install_missing() {
   local missing=()

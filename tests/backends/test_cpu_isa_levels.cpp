@@ -11,7 +11,7 @@
 #include "convgraph/backends/cpu/algorithms.hpp"
 #include "convgraph/backends/cpu/cpu_isa.hpp"
 #include "convgraph/core/error.hpp"
-#include "convgraph/runtime/thread_pool.hpp"
+#include "convgraph/core/thread_pool.hpp"
 #include "support/child_process.hpp"  // sanitized_build
 #include "support/conv_cases.hpp"
 #include "support/conv_run.hpp"

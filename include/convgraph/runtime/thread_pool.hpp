@@ -1,3 +1,0 @@
-#pragma once
-/// Moved to the core layer: include "convgraph/core/thread_pool.hpp".
-#include "convgraph/core/thread_pool.hpp"
