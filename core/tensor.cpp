@@ -284,6 +284,8 @@ Tensor Tensor::reshape(Shape shape) const {
                            detail::dims_text(shape)));
     shape[static_cast<std::size_t>(infer)] = numel() / known;
   }
+  // The byte-size rule too: an inferred 0 must not admit a shape no tensor could have.
+  detail::checked_nbytes(shape, dtype_, "Tensor::reshape");
   if (detail::checked_numel(shape, "Tensor::reshape") != numel())
     throw ShapeError(msg("Tensor::reshape: cannot reshape ", shape_to_string(shape_), " (", numel(),
                          " elements) to ", shape_to_string(shape)));
