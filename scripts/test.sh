@@ -53,5 +53,5 @@ case "$mode" in
       configure_and_build -DCONVGRAPH_TSAN=ON -DCONVGRAPH_BUILD_EXAMPLES=OFF -DCONVGRAPH_BUILD_BENCHMARKS=OFF
     cd "$tsan_dir"
     TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-      ctest --output-on-failure -j"$JOBS" -R "^(runtime|optimizer): " "$@" ;;
+      ctest --output-on-failure -j"$JOBS" -R "^(runtime|optimizer):" "$@" ;;
 esac
