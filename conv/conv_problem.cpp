@@ -3,6 +3,7 @@
 // operands below 2^62 bytes).
 #include "convgraph/conv/conv_problem.hpp"
 
+#include <limits>
 #include <sstream>
 
 #include "convgraph/core/error.hpp"
@@ -55,21 +56,20 @@ ConvProblem ConvProblem::make(ConvDirection dir, const ConvParams& params,
     auto [p0, p1] = p.border.axis_pads(a, dk);
     q.pad_pre[ua] = p0;
     q.pad_post[ua] = p1;
+    // The padded input bounds the input and the paddings, the dilated kernel bounds the
+    // kernel: four values cover every per-axis quantity the kernels combine.
+    std::int64_t padded = 0;
+    if (!detail::try_add(q.in[ua], p0, padded) || !detail::try_add(padded, p1, padded))
+      padded = std::numeric_limits<std::int64_t>::max();
     const std::pair<const char*, std::int64_t> axis_values[] = {
-        {"input size", q.in[ua]},  {"kernel size", q.kernel[ua]},     {"stride", q.stride[ua]},
-        {"dilation", q.dilation[ua]}, {"dilated kernel size", dk}, {"padding before", p0},
-        {"padding after", p1}};
+        {"padded input size", padded}, {"dilated kernel size", dk}, {"stride", q.stride[ua]},
+        {"dilation", q.dilation[ua]}};
     for (const auto& [what, value] : axis_values)
       if (value > kMaxAxisValue)
         throw ShapeError(msg(op, ": the ", what, " of spatial axis ", a, " is ", value, ", above the limit of ",
                              kMaxAxisValue, " per axis (input ", shape_to_string(x), ", filters ", shape_to_string(w),
                              ", ", p.to_string(), ")"));
     q.out[ua] = conv_output_axis(p, a, x, w, op);
-    if (q.in[ua] + p0 + p1 > kMaxAxisValue)
-      throw ShapeError(msg(op, ": the padded input size of spatial axis ", a, " is ", q.in[ua] + p0 + p1,
-                           " (input ", q.in[ua], " + padding ", p0, "+", p1, "), above the limit of ",
-                           kMaxAxisValue, " per axis (input ", shape_to_string(x), ", filters ", shape_to_string(w),
-                           ")"));
   }
   // x, w and y must each be below 2^62 bytes (no machine holds more): every per-tensor
   // product the algorithms form then fits int64, and a sum of three such sizes fits size_t.
