@@ -8,6 +8,7 @@
 # $BUILD_DIR/fuzz-artifacts/. The last line is
 #   fuzz: N targets, M executions, K crashes
 # and the exit status is non-zero when K > 0.
+# Targets run JOBS at a time (default: the core count).
 # Extra libFuzzer flags can be passed in FUZZ_FLAGS (e.g. FUZZ_FLAGS="-jobs=2").
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$ROOT/scripts/common.sh"
@@ -33,22 +34,31 @@ mkdir -p "$artifacts"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:allocator_may_return_null=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 
+# Fuzz JOBS targets at a time (each libFuzzer process uses one core), then read the logs.
+fuzz_one() {  # target
+  local t=$1 corpus="$work/corpus-$1"
+  mkdir -p "$corpus"
+  cp -r "$ROOT/fuzz/corpus/$t/." "$corpus/" 2>/dev/null || true
+  echo "== fuzzing $t for ${SECONDS_PER_TARGET}s" >&2
+  # shellcheck disable=SC2086
+  # (a subshell, so the shell's "Aborted" notice for a crashing fuzzer lands in the log)
+  local rc=0
+  ("$BUILD_DIR/fuzz/convgraph_fuzz_$t" -max_total_time="$SECONDS_PER_TARGET" -timeout=30 -rss_limit_mb=2048 \
+    -print_final_stats=1 -artifact_prefix="$artifacts/$t-" ${FUZZ_FLAGS:-} "$corpus") >"$work/$t.log" 2>&1 || rc=$?
+  echo "$rc" >"$work/$t.rc"
+}
+for t in "${targets[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n || true; done
+  fuzz_one "$t" &
+done
+wait
+
 total_execs=0
 total_crashes=0
 summary=()
 for t in "${targets[@]}"; do
-  corpus="$work/corpus-$t"
-  mkdir -p "$corpus"
-  cp -r "$ROOT/fuzz/corpus/$t/." "$corpus/" 2>/dev/null || true
   log="$work/$t.log"
-  echo "== fuzzing $t for ${SECONDS_PER_TARGET}s" >&2
-  set +e
-  # shellcheck disable=SC2086
-  # (a subshell, so the shell's "Aborted" notice for a crashing fuzzer lands in the log)
-  ("$BUILD_DIR/fuzz/convgraph_fuzz_$t" -max_total_time="$SECONDS_PER_TARGET" -timeout=30 -rss_limit_mb=2048 \
-    -print_final_stats=1 -artifact_prefix="$artifacts/$t-" ${FUZZ_FLAGS:-} "$corpus") >"$log" 2>&1
-  rc=$?
-  set -e
+  rc="$(cat "$work/$t.rc" 2>/dev/null || echo 1)"
   execs="$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "$log" | tail -1)"
   if [ -z "$execs" ]; then  # no final stats (killed): the last status line's "#N"
     execs="$(sed -n 's/^#\([0-9][0-9]*\).*/\1/p' "$log" | tail -1)"
@@ -64,7 +74,7 @@ for t in "${targets[@]}"; do
     sed -n 's/.*Test unit written to \(.*\)/     \1/p' "$log" | sort -u >&2
     grep -E 'ERROR|property violated|runtime error' "$log" | head -5 >&2 || true
   fi
-  summary+=("$t: $execs executions, $crashes crashes, corpus $(find "$corpus" -type f | wc -l) inputs")
+  summary+=("$t: $execs executions, $crashes crashes, corpus $(find "$work/corpus-$t" -type f | wc -l) inputs")
   total_execs=$((total_execs + execs))
   total_crashes=$((total_crashes + crashes))
 done
