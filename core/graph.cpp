@@ -57,7 +57,8 @@ const std::vector<Var>& Var::inputs() const {
   require(*this, "inputs");
   return node_->inputs;
 }
-bool Var::is_input() const { return node_ && !node_->op && !node_->value; }
+bool Var::is_input() const { return node_ && !node_->op && !node_->value && !node_->shared; }
+bool Var::is_shared() const { return node_ && node_->shared != nullptr; }
 bool Var::is_constant() const { return node_ && node_->value != nullptr; }
 const Tensor* Var::constant_value() const { return node_ ? node_->value.get() : nullptr; }
 

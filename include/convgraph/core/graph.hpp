@@ -36,6 +36,9 @@ struct TensorType {
 
 class Op;
 struct Node;
+/// The value cell of a shared variable (core/shared.hpp): a tensor the compiled functions
+/// that use the variable read, and their updates replace, between calls.
+struct SharedSlot;
 using OpPtr = std::shared_ptr<const Op>;
 
 class Var {
@@ -55,8 +58,9 @@ class Var {
   Var& named(std::string name);
   const Op* op() const;                 ///< nullptr for inputs and constants
   const std::vector<Var>& inputs() const;
-  bool is_input() const;                ///< a graph input (no op, no value)
+  bool is_input() const;                ///< a graph input (no op, no value, not shared)
   bool is_constant() const;
+  bool is_shared() const;               ///< a shared variable (state held across calls)
   const Tensor* constant_value() const; ///< nullptr unless a constant
   bool same(const Var& o) const { return node_ == o.node_; }
 
@@ -70,6 +74,7 @@ struct Node {
   TensorType type;
   std::string name;
   std::shared_ptr<const Tensor> value;  ///< constants only
+  std::shared_ptr<SharedSlot> shared;   ///< shared variables only
   std::uint64_t id = 0;       ///< creation order: deterministic traversals and printing
 };
 
