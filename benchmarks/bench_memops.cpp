@@ -1,0 +1,118 @@
+// bench_memops: the memory-bound layers (pooling, global average pooling, bias add and
+// their gradients) against the machine's STREAM triad bandwidth on the same threads.
+// Each case runs one op's CPU kernel, exactly as a compiled function runs that node, on
+// preallocated float32 tensors; it reports the median time, the bytes the op must read and
+// write divided by that time, and that rate as a share of triad.
+// Built as bench_memops by benchmarks/CMakeLists.txt; not a test.
+// Usage: bench_memops [threads=2] [repeats=50] [filter: run the cases whose name contains it]
+//
+// Adding a case: build the op with the DSL on static-shape inputs and call add() with its
+// input tensors (see main); a gradient op comes from the forward op's Op::grad.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "convgraph/backends/kernel_registry.hpp"
+#include "convgraph/convgraph.hpp"
+
+using namespace convgraph;
+
+namespace {
+
+double median_ms(const std::function<void()>& fn, int repeats) {
+  for (int i = 0; i < 3; ++i) fn();  // warm-up: caches, pages, thread pool
+  std::vector<double> ms;
+  for (int i = 0; i < repeats; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+/// STREAM triad a = b + s c on float64 arrays far larger than the caches (3 x 256 MiB),
+/// split over the pool in contiguous blocks; GB/s counts 24 bytes per element (STREAM's rule).
+double triad_gbs(ThreadPool& pool, int repeats) {
+  const std::int64_t n = std::int64_t{1} << 25, block = 1 << 16;
+  std::vector<double> a(static_cast<std::size_t>(n)), b(a.size(), 1.0), c(a.size(), 2.0);
+  const double s = 3.0;
+  double* pa = a.data();
+  const double *pb = b.data(), *pc = c.data();
+  auto run = [&] {
+    pool.parallel_for(n / block, [&](std::int64_t i0, std::int64_t i1) {
+      for (std::int64_t i = i0 * block; i < i1 * block; ++i) pa[i] = pb[i] + s * pc[i];
+    });
+  };
+  const double ms = median_ms(run, std::max(5, repeats / 5));
+  return 24.0 * static_cast<double>(n) / (ms * 1e6);
+}
+
+Tensor random_tensor(const Shape& shape, std::uint32_t seed) {
+  Tensor t(DType::float32, shape);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  float* p = t.data<float>();
+  for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = u(rng);
+  return t;
+}
+
+struct Bench {
+  ThreadPool pool;
+  int repeats;
+  std::string filter;
+  double triad = 0;
+
+  /// Times the kernel of y's op on `inputs`; `unread` marks inputs the kernel only takes the
+  /// shape of (not counted as bytes read).
+  void add(const std::string& name, const Var& y, const std::vector<Tensor>& inputs,
+           const std::vector<bool>& unread = {}) {
+    if (!filter.empty() && name.find(filter) == std::string::npos) return;
+    Tensor out(y.dtype(), y.shape());
+    double bytes = static_cast<double>(out.nbytes());
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+      if (i >= unread.size() || !unread[i]) bytes += static_cast<double>(inputs[i].nbytes());
+    const ExecContext ctx{&pool};
+    const KernelRegistry& reg = KernelRegistry::builtin();
+    const double ms = median_ms([&] { reg.run(*y.op(), inputs, out, ctx); }, repeats);
+    const double gbs = bytes / (ms * 1e6);
+    std::printf("%-44s %9.3f ms %8.2f GB/s %6.0f%%\n", name.c_str(), ms, gbs, 100.0 * gbs / triad);
+    std::fflush(stdout);
+  }
+};
+
+std::string shape_name(const Shape& s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? "x" : "") + std::to_string(s[i]);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
+  Bench b{ThreadPool(threads), argc > 2 ? std::atoi(argv[2]) : 50, argc > 3 ? argv[3] : ""};
+  b.triad = triad_gbs(b.pool, b.repeats);
+  std::printf("bench_memops: float32, %d threads, median of %d runs\n", threads, b.repeats);
+  std::printf("STREAM triad: %.2f GB/s (3 x 256 MiB float64 arrays)\n", b.triad);
+  std::printf("%-44s %12s %13s %7s\n", "case", "time", "bandwidth", "triad");
+
+  // ---- pooling: forward, and the gradient op autodiff builds (max: reads x and gy) ------
+  const Shape shape{64, 20, 24, 24};
+  PoolOptions o;
+  o.window = {2, 2};
+  Var x = input(DType::float32, shape);
+  const Tensor xt = random_tensor(shape, 1);
+  const std::string tag = shape_name(shape) + " w2";
+  const Var y = max_pool2d(x, o);
+  b.add("max_pool2d fwd " + tag, y, {xt});
+  const Tensor gyt = random_tensor(y.shape(), 2);
+  const Var gx = y.op()->grad({x}, y, input(DType::float32, y.shape()))[0];
+  b.add("max_pool2d bwd " + tag, gx, {xt, gyt});
+  return 0;
+}
