@@ -11,6 +11,8 @@
 #include "convgraph/ops/math.hpp"
 #include "convgraph/ops/nnet.hpp"
 #include "convgraph/ops/shape_ops.hpp"
+#include "convgraph/ops/batch_norm.hpp"
+#include "convgraph/ops/random.hpp"
 #include "convgraph/conv/conv_params.hpp"
 #include "convgraph/ops/abstract_conv.hpp"
 #include "convgraph/ops/conv.hpp"

@@ -1,0 +1,98 @@
+// The batch-norm loops (ops/batch_norm.cpp), compiled once per CPU level: per-plane sums
+// (statistics, gradient sums) and a per-channel affine map (forward, dx). Both stream
+// over memory; backends/cpu/batch_norm_kernels.cpp turns the sums into per-channel
+// coefficients and splits the planes over the thread pool.
+#include <cstdint>
+
+#include "backends/cpu/kernels_nn.hpp"
+#include "convgraph/core/error.hpp"
+
+#include "backends/cpu/kernels/isa_begin.hpp"
+
+namespace convgraph::cpu::CONVGRAPH_ISA_NS {
+
+namespace {
+
+// Independent accumulators: each lane is its own sum, so the compiler vectorizes the
+// reduction without reassociating (no -ffast-math).
+constexpr std::int64_t kLanes = 16;
+
+template <class T>
+void plane_sums(const T* x, const T* g, T shift, std::int64_t s, double* out) {
+  T a1[kLanes] = {}, a2[kLanes] = {};
+  std::int64_t i = 0;
+  if (g) {
+    for (; i + kLanes <= s; i += kLanes)
+      for (std::int64_t j = 0; j < kLanes; ++j) {
+        a1[j] += g[i + j];
+        a2[j] += g[i + j] * (x[i + j] - shift);
+      }
+    for (; i < s; ++i) {
+      a1[0] += g[i];
+      a2[0] += g[i] * (x[i] - shift);
+    }
+  } else {
+    for (; i + kLanes <= s; i += kLanes)
+      for (std::int64_t j = 0; j < kLanes; ++j) {
+        const T d = x[i + j] - shift;
+        a1[j] += d;
+        a2[j] += d * d;
+      }
+    for (; i < s; ++i) {
+      const T d = x[i] - shift;
+      a1[0] += d;
+      a2[0] += d * d;
+    }
+  }
+  double s1 = 0, s2 = 0;
+  for (std::int64_t j = 0; j < kLanes; ++j) {
+    s1 += static_cast<double>(a1[j]);
+    s2 += static_cast<double>(a2[j]);
+  }
+  out[0] = s1;
+  out[1] = s2;
+}
+
+template <class T>
+void plane_affine(const T* x, const T* g, T shift, T a, T b, T k, T* y, std::int64_t s) {
+  if (g)
+    for (std::int64_t i = 0; i < s; ++i) y[i] = a * (x[i] - shift) + b * g[i] + k;
+  else
+    for (std::int64_t i = 0; i < s; ++i) y[i] = a * (x[i] - shift) + k;
+}
+
+template <class F>
+void dispatch_float(DType t, const char* op, F&& f) {
+  if (t == DType::float32) return f(float{});
+  if (t == DType::float64) return f(double{});
+  throw TypeError(msg(op, ": no kernel for dtype ", dtype_name(t)));
+}
+
+}  // namespace
+
+void bn_plane_sums(const BnGeometry& geo, DType t, const void* x, const void* g, const double* shift, double* sums,
+                   std::int64_t p0, std::int64_t p1) {
+  dispatch_float(t, "batch_norm", [&](auto z) {
+    using T = decltype(z);
+    for (std::int64_t p = p0; p < p1; ++p)
+      plane_sums(static_cast<const T*>(x) + p * geo.s, g ? static_cast<const T*>(g) + p * geo.s : nullptr,
+                 static_cast<T>(shift[p % geo.c]), geo.s, sums + 2 * p);
+  });
+}
+
+void bn_plane_affine(const BnGeometry& geo, DType t, const void* x, const void* g, const double* shift, const double* a,
+                     const double* b, const double* k, void* y, std::int64_t p0, std::int64_t p1) {
+  dispatch_float(t, "batch_norm", [&](auto z) {
+    using T = decltype(z);
+    for (std::int64_t p = p0; p < p1; ++p) {
+      const std::int64_t c = p % geo.c;
+      plane_affine(static_cast<const T*>(x) + p * geo.s, g ? static_cast<const T*>(g) + p * geo.s : nullptr,
+                   static_cast<T>(shift[c]), static_cast<T>(a[c]), static_cast<T>(b ? b[c] : 0), static_cast<T>(k[c]),
+                   static_cast<T*>(y) + p * geo.s, geo.s);
+    }
+  });
+}
+
+}  // namespace convgraph::cpu::CONVGRAPH_ISA_NS
+
+#include "backends/cpu/kernels/isa_end.hpp"
