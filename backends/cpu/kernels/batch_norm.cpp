@@ -3,6 +3,7 @@
 // over memory; backends/cpu/batch_norm_kernels.cpp turns the sums into per-channel
 // coefficients and splits the planes over the thread pool.
 #include <cstdint>
+#include <cstring>
 
 #include "backends/cpu/kernels_nn.hpp"
 #include "convgraph/core/error.hpp"
@@ -13,41 +14,47 @@ namespace convgraph::cpu::CONVGRAPH_ISA_NS {
 
 namespace {
 
-// Independent accumulators: each lane is its own sum, so the compiler vectorizes the
-// reduction without reassociating (no -ffast-math).
-constexpr std::int64_t kLanes = 16;
-
+// Sums over explicit 32-byte vectors (GCC vector extensions, local to this level), two
+// accumulators per sum to hide the add latency: each lane is its own sum, so no
+// reassociation is needed (no -ffast-math), and the plane streams at memory speed.
 template <class T>
 void plane_sums(const T* x, const T* g, T shift, std::int64_t s, double* out) {
-  T a1[kLanes] = {}, a2[kLanes] = {};
+  typedef T V __attribute__((vector_size(32)));
+  constexpr std::int64_t w = 32 / sizeof(T);
+  const V k = V{} + shift;
+  V a1 = {}, a2 = {}, b1 = {}, b2 = {};
+  auto load = [](const T* p) {
+    V v;
+    std::memcpy(&v, p, sizeof(V));
+    return v;
+  };
   std::int64_t i = 0;
   if (g) {
-    for (; i + kLanes <= s; i += kLanes)
-      for (std::int64_t j = 0; j < kLanes; ++j) {
-        a1[j] += g[i + j];
-        a2[j] += g[i + j] * (x[i + j] - shift);
-      }
-    for (; i < s; ++i) {
-      a1[0] += g[i];
-      a2[0] += g[i] * (x[i] - shift);
+    for (; i + 2 * w <= s; i += 2 * w) {
+      const V u = load(x + i) - k, v = load(x + i + w) - k, gu = load(g + i), gv = load(g + i + w);
+      a1 += gu;
+      a2 += gu * u;
+      b1 += gv;
+      b2 += gv * v;
     }
   } else {
-    for (; i + kLanes <= s; i += kLanes)
-      for (std::int64_t j = 0; j < kLanes; ++j) {
-        const T d = x[i + j] - shift;
-        a1[j] += d;
-        a2[j] += d * d;
-      }
-    for (; i < s; ++i) {
-      const T d = x[i] - shift;
-      a1[0] += d;
-      a2[0] += d * d;
+    for (; i + 2 * w <= s; i += 2 * w) {
+      const V u = load(x + i) - k, v = load(x + i + w) - k;
+      a1 += u;
+      a2 += u * u;
+      b1 += v;
+      b2 += v * v;
     }
   }
   double s1 = 0, s2 = 0;
-  for (std::int64_t j = 0; j < kLanes; ++j) {
-    s1 += static_cast<double>(a1[j]);
-    s2 += static_cast<double>(a2[j]);
+  for (std::int64_t j = 0; j < w; ++j) {
+    s1 += static_cast<double>(a1[j]) + static_cast<double>(b1[j]);
+    s2 += static_cast<double>(a2[j]) + static_cast<double>(b2[j]);
+  }
+  for (; i < s; ++i) {
+    const T d = x[i] - shift;
+    s1 += static_cast<double>(g ? g[i] : d);
+    s2 += static_cast<double>(g ? g[i] * d : d * d);
   }
   out[0] = s1;
   out[1] = s2;
