@@ -15,10 +15,12 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "convgraph/backends/kernel_registry.hpp"
 #include "convgraph/convgraph.hpp"
+#include "convgraph/ops/batch_norm.hpp"
 
 using namespace convgraph;
 
@@ -84,6 +86,40 @@ struct Bench {
     std::printf("%-44s %9.3f ms %8.2f GB/s %6.0f%%\n", name.c_str(), ms, gbs, 100.0 * gbs / triad);
     std::fflush(stdout);
   }
+
+  /// Times the kernels of `nodes` run in order, as a compiled function runs them (a layer
+  /// that takes several passes); `leaves` gives the tensors of the graph inputs. Bytes: what
+  /// every kernel reads and writes.
+  void add_chain(const std::string& name, const std::vector<Var>& nodes,
+                 const std::vector<std::pair<Var, Tensor>>& leaves) {
+    if (!filter.empty() && name.find(filter) == std::string::npos) return;
+    std::vector<std::pair<const Node*, Tensor>> values;
+    for (const auto& [v, t] : leaves) values.emplace_back(v.node(), t);
+    auto value = [&](const Var& v) -> Tensor& {
+      for (auto& [n, t] : values)
+        if (n == v.node()) return t;
+      std::fprintf(stderr, "bench_memops: %s: no value for an input of the chain\n", name.c_str());
+      std::exit(1);
+    };
+    std::vector<std::vector<Tensor>> args;
+    double bytes = 0;
+    for (const Var& n : nodes) {
+      values.emplace_back(n.node(), Tensor(n.dtype(), n.shape()));
+      args.emplace_back();
+      for (const Var& i : n.inputs()) args.back().push_back(value(i));
+      for (const Tensor& t : args.back()) bytes += static_cast<double>(t.nbytes());
+      bytes += static_cast<double>(value(n).nbytes());
+    }
+    const ExecContext ctx{&pool};
+    const KernelRegistry& reg = KernelRegistry::builtin();
+    auto run = [&] {
+      for (std::size_t k = 0; k < nodes.size(); ++k) reg.run(*nodes[k].op(), args[k], value(nodes[k]), ctx);
+    };
+    const double ms = median_ms(run, repeats);
+    const double gbs = bytes / (ms * 1e6);
+    std::printf("%-44s %9.3f ms %8.2f GB/s %6.0f%%\n", name.c_str(), ms, gbs, 100.0 * gbs / triad);
+    std::fflush(stdout);
+  }
 };
 
 std::string shape_name(const Shape& s) {
@@ -114,5 +150,28 @@ int main(int argc, char** argv) {
   const Tensor gyt = random_tensor(y.shape(), 2);
   const Var gx = y.op()->grad({x}, y, input(DType::float32, y.shape()))[0];
   b.add("max_pool2d bwd " + tag, gx, {xt, gyt});
+
+  // ---- batch norm: training forward (statistics pass, then y), inference forward, and
+  // the training gradient (one reduction pass giving dgamma, dbeta, then dx) ------------
+  for (const Shape& bs : {Shape{64, 20, 24, 24}, Shape{32, 64, 32, 32}, Shape{4, 32, 8, 32, 32}}) {
+    const std::string bn = shape_name(bs);
+    const Shape cs{bs[1]};
+    Var bx = input(DType::float32, bs), bg = input(DType::float32, cs), bb = input(DType::float32, cs);
+    Var bm = input(DType::float32, cs), bgy = input(DType::float32, bs);
+    const Tensor bxt = random_tensor(bs, 3), bgyt = random_tensor(bs, 4), ct = random_tensor(cs, 5);
+    const Tensor vt = Tensor::full(DType::float32, cs, 1.5);
+    const BatchNormOutputs train = batch_norm_train(bx, bg, bb);
+    const Var stats = train.y.inputs()[3];
+    b.add_chain("batch_norm train fwd " + bn, {stats, train.y}, {{bx, bxt}, {bg, ct}, {bb, ct}});
+    Var bv = input(DType::float32, cs);
+    b.add_chain("batch_norm infer fwd " + bn, {batch_norm_infer(bx, bg, bb, bm, bv)},
+                {{bx, bxt}, {bg, ct}, {bb, ct}, {bm, ct}, {bv, vt}});
+    // The gradient reads the statistics the forward pass computed.
+    Tensor st(stats.dtype(), stats.shape());
+    KernelRegistry::builtin().run(*stats.op(), {bxt}, st, ExecContext{&b.pool});
+    const Var dx = train.y.op()->grad(train.y.inputs(), train.y, bgy)[0];
+    b.add_chain("batch_norm train bwd " + bn, {dx.inputs()[4], dx},
+                {{bx, bxt}, {bg, ct}, {bgy, bgyt}, {stats, st}});
+  }
   return 0;
 }
