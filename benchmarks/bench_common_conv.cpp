@@ -124,8 +124,8 @@ Workload make_workload(const Layer& layer, ConvDirection d, const Mode& mode, st
 }
 
 ConvTensors Workload::tensors() const {
-  if (device == DeviceKind::cpu) return {x.data, w.data, y.data};
-  return {on_device[0]->data, on_device[1]->data, on_device[2]->data};
+  if (device == DeviceKind::cpu) return {x.data, w.data, y.data, {}};
+  return {on_device[0]->data, on_device[1]->data, on_device[2]->data, {}};
 }
 
 std::vector<Candidate> list_candidates(const Layer& layer, const ConvProblem& p, const Mode& mode,
@@ -236,7 +236,7 @@ ErrorCheck make_error_check(const Workload& wl, double max_flops) {
   gather(wl.x.data, p.C, p.in_numel(), q.N, q.C, x.data);
   gather(wl.w.data, p.Cg(), p.kernel_numel(), q.K, q.Cg(), w.data);
   gather(wl.y.data, p.K, p.out_numel(), q.N, q.K, y.data);
-  reference_conv(q, ConvTensors{x.data, w.data, y.data});
+  reference_conv(q, ConvTensors{x.data, w.data, y.data, {}});
   switch (p.direction) {
     case ConvDirection::forward: check.want = y; break;
     case ConvDirection::grad_inputs: check.want = x; break;

@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
     Buffer x = make_buffer(static_cast<std::size_t>(p.x_numel()), rng);
     Buffer w = make_buffer(static_cast<std::size_t>(p.w_numel()), rng);
     Buffer y = make_buffer(static_cast<std::size_t>(p.y_numel()), rng);
-    const ConvTensors t{x.get(), w.get(), y.get()};
+    const ConvTensors t{x.get(), w.get(), y.get(), {}};
     std::vector<const ConvAlgorithm*> algos;
     std::vector<Buffer> workspaces;
     std::vector<ConvContext> ctxs;

@@ -342,7 +342,7 @@ std::vector<double> run_typed(const ConvAlgorithm& algo, const ConvProblem& p, c
   ctx.workspace = buf.get();
   ctx.workspace_bytes = bytes;
   try {
-    algo.run(p, ConvTensors{x.data(), w.data(), y.data()}, ctx);
+    algo.run(p, ConvTensors{x.data(), w.data(), y.data(), {}}, ctx);
   } catch (const Error& e) {
     FUZZ_CHECK(false, algo.name(), " accepted ", p.key(), " but run() threw: ", e.what());
   }

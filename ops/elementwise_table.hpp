@@ -37,7 +37,9 @@
 // The sigmoid formula is the stable one, v >= 0 ? 1/(1+exp(-v)) : exp(v)/(1+exp(v)), with
 // both cases exponentiating -|v| so that it needs no branch. softplus is
 // max(v, 0) + log1p(exp(-|v|)), exact for large |v|. gelu is the tanh approximation
-// 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3))).
+// 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3))). relu's gradient reads its output
+// (out > 0 exactly where x > 0), so nothing but relu reads the pre-activation and a
+// convolution's epilogue can absorb the bias, residual and relu (conv_epilogue_fusion).
 #define CONVGRAPH_UNARY_OPS(X)                                                                                    \
   X(neg, numeric, 0, "", "", true, "", static_cast<T>(-v), (-g))                                                    \
   X(exp, floating, 0, "", "", true, "", exp(v), (g * out))                                                          \
@@ -45,7 +47,7 @@
   X(sqrt, floating, 0, "", "", true, "", sqrt(v), (g / (out * 2.0)))                                                \
   X(abs, numeric, 0, "", "", true, "", v < T(0) ? static_cast<T>(-v) : v, (g * sign(x)))                             \
   X(sign, numeric, 0, "", "", true, "", static_cast<T>((v > T(0)) - (v < T(0))), (zeros_like(x)))                   \
-  X(relu, numeric, 0, "", "", true, "", v > T(0) ? v : T(0), (where(x > 0.0, g, zeros_like(g))))                    \
+  X(relu, numeric, 0, "", "", true, "", v > T(0) ? v : T(0), (where(out > 0.0, g, zeros_like(g))))                    \
   X(sigmoid, floating, 0, "", "", true, "", ::convgraph::ew::sigmoid_value(v), (g * out * (1.0 - out)))           \
   X(tanh, floating, 0, "", "", true, "", tanh(v), (g * (1.0 - out * out)))                                          \
   X(softplus, floating, 0, "", "", true, "", (v > T(0) ? v : T(0)) + log1p(exp(v > T(0) ? -v : v)),                  \

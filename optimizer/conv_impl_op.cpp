@@ -8,6 +8,7 @@
 
 #include "convgraph/backends/cpu/reference.hpp"
 #include "convgraph/core/thread_pool.hpp"
+#include "backends/cpu/conv_epilogue.hpp"
 #include "backends/device_buffers.hpp"
 #include "optimizer/text_util.hpp"
 
@@ -77,9 +78,9 @@ ConvTensors conv_tensors(ConvDirection d, const void* in0, const void* in1, void
   auto* a = const_cast<void*>(in0);
   auto* b = const_cast<void*>(in1);
   switch (d) {
-    case ConvDirection::forward: return ConvTensors{a, b, out};       // (x, w) -> y
-    case ConvDirection::grad_inputs: return ConvTensors{out, a, b};   // (w, dy) -> dx
-    case ConvDirection::grad_weights: return ConvTensors{a, out, b};  // (x, dy) -> dw
+    case ConvDirection::forward: return ConvTensors{a, b, out, {}};       // (x, w) -> y
+    case ConvDirection::grad_inputs: return ConvTensors{out, a, b, {}};   // (w, dy) -> dx
+    case ConvDirection::grad_weights: return ConvTensors{a, out, b, {}};  // (x, dy) -> dw
   }
   return {};
 }
@@ -116,6 +117,36 @@ std::string ConvCheck::to_string() const {
 
 // ---- ConvImplOp ---------------------------------------------------------------------
 
+std::string ConvEpilogueSpec::text() const {
+  std::string s;
+  if (bias) s += "+bias";
+  if (residual) s += "+residual";
+  if (activation == ConvActivation::relu) s += "+relu";
+  return s;
+}
+
+std::shared_ptr<const ConvImplOp> ConvImplOp::with_epilogue(ConvEpilogueSpec epilogue) const {
+  if (direction() != ConvDirection::forward)
+    throw ValueError(msg(label(), ": only a forward convolution takes an epilogue (", epilogue.text(), ")"));
+  auto op = fixed_ ? std::make_shared<ConvImplOp>(abstract_, fixed_, why_, options_)
+                   : std::make_shared<ConvImplOp>(abstract_, candidates_, why_, options_);
+  op->epilogue_ = epilogue;
+  return op;
+}
+
+std::size_t ConvImplOp::epilogue_inputs() const {
+  return static_cast<std::size_t>(epilogue_.bias) + static_cast<std::size_t>(epilogue_.residual);
+}
+
+std::vector<TensorType> ConvImplOp::operands(const std::vector<TensorType>& inputs) const {
+  const std::size_t extra = epilogue_inputs();
+  if (extra == 0) return inputs;
+  if (inputs.size() != 2 + extra)
+    throw TypeError(msg(label(), ": expects x, w and ", extra, " epilogue input(s) (", epilogue_.text(), "), got ",
+                        inputs.size(), " inputs"));
+  return {inputs[0], inputs[1]};
+}
+
 ConvImplOp::ConvImplOp(std::shared_ptr<const AbstractConvOp> abstract, AlgorithmPtr algorithm,
                        std::string why, Options options)
     : abstract_(std::move(abstract)), fixed_(std::move(algorithm)), why_(std::move(why)),
@@ -133,7 +164,7 @@ ConvImplOp::ConvImplOp(std::shared_ptr<const AbstractConvOp> abstract, std::vect
 
 std::string ConvImplOp::name() const {
   switch (direction()) {
-    case ConvDirection::forward: return "Conv";
+    case ConvDirection::forward: return "Conv" + epilogue_.text();
     case ConvDirection::grad_inputs: return "ConvGradInputs";
     case ConvDirection::grad_weights: return "ConvGradWeights";
   }
@@ -151,19 +182,43 @@ std::string ConvImplOp::params() const {
   }
   std::string p = "algo=" + algo + " " + abstract_->params();
   if (options_.debug_check) p += " debug";
+  if (!epilogue_.empty()) p += " epilogue=" + epilogue_.text();
   return p;
 }
 
 std::vector<std::string> ConvImplOp::tags() const { return fixed_ ? fixed_->tags() : std::vector<std::string>{}; }
 
 TensorType ConvImplOp::infer(const std::vector<TensorType>& inputs) const {
-  TensorType t = abstract_->infer(inputs);
+  TensorType t = abstract_->infer(operands(inputs));
   t.device = fixed_ ? fixed_->device() : (inputs.empty() ? DeviceKind::cpu : inputs[0].device);
+  std::size_t next = 2;
+  if (epilogue_.bias) {
+    // Any shape holding K values in a row: (K,), (1, K, 1, 1), (K, 1, 1), ...
+    const TensorType& b = inputs[next++];
+    const std::int64_t K = t.shape.size() > 1 ? t.shape[1] : kUnknown;
+    int long_axes = 0;
+    bool ok = b.dtype == t.dtype && b.rank() >= 1;
+    for (const std::int64_t d : b.shape)
+      if (d != 1) ok = ok && ++long_axes == 1 && (d == K || d < 0 || K < 0);
+    if (!ok || (long_axes == 0 && K != 1 && K >= 0))
+      throw ShapeError(msg(label(), ": the bias must hold ", K, " ", dtype_name(t.dtype),
+                           " values, one per output channel, got ", b.to_string()));
+  }
+  if (epilogue_.residual) {
+    const TensorType& r = inputs[next++];
+    bool ok = r.dtype == t.dtype && r.rank() == t.rank();
+    for (int d = 0; ok && d < r.rank(); ++d) {
+      const auto i = static_cast<std::size_t>(d);
+      ok = r.shape[i] < 0 || t.shape[i] < 0 || r.shape[i] == t.shape[i];
+    }
+    if (!ok)
+      throw ShapeError(msg(label(), ": the residual must have the output's type ", t.to_string(), ", got ", r.to_string()));
+  }
   return t;
 }
 
 ConvProblem ConvImplOp::problem(const std::vector<TensorType>& inputs) const {
-  ConvProblem p = abstract_->problem(inputs);
+  ConvProblem p = abstract_->problem(operands(inputs));
   p.workspace_limit = options_.workspace_limit;
   return p;
 }
@@ -207,9 +262,18 @@ std::size_t ConvImplOp::workspace_bytes(const std::vector<TensorType>& inputs) c
 
 void ConvImplOp::perform(const std::vector<Tensor>& inputs, Tensor& output, const ExecContext& ctx) const {
   const std::string& who = options_.node_label.empty() ? label() : options_.node_label;
-  // Inputs 0 and 1 are the operands; a grad op's optional input 2 only lends its shape.
-  if (inputs.size() < 2 || inputs.size() > 3)
-    throw RuntimeError(msg(who, ": expects 2 operands and an optional shape source, got ", inputs.size(), " inputs"));
+  // Inputs 0 and 1 are the operands; a grad op's optional input 2 only lends its shape; a
+  // fused forward convolution's epilogue inputs (bias, residual) follow the operands.
+  const std::size_t extra = epilogue_inputs();
+  if (extra > 0 ? inputs.size() != 2 + extra : inputs.size() < 2 || inputs.size() > 3)
+    throw RuntimeError(msg(who, ": expects 2 operands and ",
+                           extra > 0 ? msg(extra, " epilogue input(s)") : std::string("an optional shape source"),
+                           ", got ", inputs.size(), " inputs"));
+  std::vector<TensorType> types;
+  for (const auto& t : inputs) types.push_back(TensorType{t.dtype(), t.shape(), t.device()});
+  const ConvEpilogue epilogue = epilogue_.empty() ? ConvEpilogue{}
+      : ConvEpilogue{epilogue_.bias ? inputs[2].raw() : nullptr, epilogue_.residual ? inputs[1 + extra].raw() : nullptr,
+                     epilogue_.activation};
   // Theano's zero-size policy: an empty batch or no filters give an empty output; no
   // input channels (or an empty reduction) give zeros. No algorithm sees such problems.
   if (inputs[0].numel() == 0 || inputs[1].numel() == 0 || output.numel() == 0) {
@@ -217,10 +281,17 @@ void ConvImplOp::perform(const std::vector<Tensor>& inputs, Tensor& output, cons
     if (output.device() != DeviceKind::cpu)
       throw ShapeError(msg(who, ": zero-size operands on ", device_name(output.device()), " are not supported"));
     std::memset(output.raw(), 0, output.nbytes());
+    if (!epilogue_.empty()) {  // zeros, then the epilogue: only the output's shape matters here
+      ConvProblem z;
+      z.ndim = output.rank() - 2;
+      z.N = output.shape()[0];
+      z.K = output.shape()[1];
+      for (int a = 0; a < z.ndim; ++a) z.out[static_cast<std::size_t>(a)] = output.shape()[static_cast<std::size_t>(a) + 2];
+      z.dtype = output.dtype();
+      apply_conv_epilogue(z, ConvTensors{nullptr, nullptr, output.raw(), epilogue}, ctx);
+    }
     return;
   }
-  std::vector<TensorType> types;
-  for (const auto& t : inputs) types.push_back(TensorType{t.dtype(), t.shape(), t.device()});
   const ConvProblem p = problem(types);
   const ConvAlgorithm& algo = select(p);
   if (output.shape() != written_shape(p) || output.dtype() != p.dtype)
@@ -241,14 +312,25 @@ void ConvImplOp::perform(const std::vector<Tensor>& inputs, Tensor& output, cons
     cc.workspace = scratch->data;
     cc.workspace_bytes = need;
   }
+  ConvTensors tensors = conv_tensors(p.direction, inputs[0].raw(), inputs[1].raw(), output.raw());
+  tensors.epilogue = epilogue;
+  auto run_with_epilogue = [&] {
+    algo.run(p, tensors, cc);
+    if (!epilogue.empty() && !algo.fuses_epilogue()) {
+      if (algo.device() != DeviceKind::cpu)  // the fusion pass only fuses host convolutions
+        throw DeviceError(msg(who, ": algorithm ", algo.name(), " on ", device_name(algo.device()),
+                              " cannot apply the epilogue ", epilogue_.text()));
+      apply_conv_epilogue(p, tensors, cc);
+    }
+  };
   if (!options_.debug_check) {
-    algo.run(p, conv_tensors(p.direction, inputs[0].raw(), inputs[1].raw(), output.raw()), cc);
+    run_with_epilogue();
     return;
   }
   // DebugMode: keep the inputs, run, check the inputs were left alone, then recompute
   // with the reference on the same inputs and compare.
   const Tensor before[2] = {snapshot(inputs[0]), snapshot(inputs[1])};
-  algo.run(p, conv_tensors(p.direction, inputs[0].raw(), inputs[1].raw(), output.raw()), cc);
+  run_with_epilogue();
   synchronize(algo.device());
   for (int i = 0; i < 2; ++i) {
     const Tensor after = copy_to_host(inputs[static_cast<std::size_t>(i)]);
@@ -261,6 +343,11 @@ void ConvImplOp::perform(const std::vector<Tensor>& inputs, Tensor& output, cons
   rp.dtype = a.dtype();
   Tensor want(rp.dtype, output.shape());
   reference_conv(rp, conv_tensors(rp.direction, a.raw(), b.raw(), want.raw()));
+  if (!epilogue.empty()) {  // the epilogue's host inputs (it only fuses host convolutions)
+    ConvTensors ref = conv_tensors(rp.direction, a.raw(), b.raw(), want.raw());
+    ref.epilogue = epilogue;
+    apply_conv_epilogue(rp, ref, cc);
+  }
   ConvCheck c = compare_conv_results(got.raw(), want.raw(), want.numel(), rp.dtype);
   if (p.dtype != rp.dtype) {  // 16-bit storage: judge with the storage type's tolerance
     c.tolerance = conv_relative_tolerance(p.dtype) * std::max(c.scale, 1e-12);

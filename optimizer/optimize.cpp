@@ -33,6 +33,7 @@ const RewriteDB& default_rewrite_db() {
     register_conv_lowering(d);
     register_meta_optimizer(d);
     register_fusion(d);
+    register_conv_epilogue_fusion(d);
     register_cleanup(d);
     return d;
   }();

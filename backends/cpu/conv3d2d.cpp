@@ -182,18 +182,18 @@ void run_typed(const ConvProblem& p, const Plan& pl, const ConvTensors& t, const
       switch (p.direction) {
         case ConvDirection::forward:
           gather(x, xb, p.C, D, hw, od0, cnt, tap, true);
-          pl.delegate->run(sub, ConvTensors{xb, wb, yb}, sctx);
+          pl.delegate->run(sub, ConvTensors{xb, wb, yb, {}}, sctx);
           scatter_add(y, yb, p.K, OD, ohw, od0, cnt, tap, false);
           break;
         case ConvDirection::grad_inputs:
           gather(y, yb, p.K, OD, ohw, od0, cnt, tap, false);
-          pl.delegate->run(sub, ConvTensors{xb, wb, yb}, sctx);
+          pl.delegate->run(sub, ConvTensors{xb, wb, yb, {}}, sctx);
           scatter_add(x, xb, p.C, D, hw, od0, cnt, tap, true);
           break;
         case ConvDirection::grad_weights:
           gather(x, xb, p.C, D, hw, od0, cnt, tap, true);
           gather(y, yb, p.K, OD, ohw, od0, cnt, tap, false);
-          pl.delegate->run(sub, ConvTensors{xb, wb, yb}, sctx);
+          pl.delegate->run(sub, ConvTensors{xb, wb, yb, {}}, sctx);
           slice_w(td, false);
           break;
       }

@@ -17,6 +17,7 @@
 #include <functional>
 #include <limits>
 
+#include "backends/cpu/conv_epilogue.hpp"
 #include "backends/cpu/conv_geometry.hpp"
 #include "backends/cpu/gemm.hpp"
 #include "backends/cpu/im2col.hpp"
@@ -98,7 +99,7 @@ class Runner {
  public:
   Runner(const Plan& pl, const ConvTensors& t, const ConvContext& ctx)
       : pl_(pl), g_(pl.g), x_(static_cast<T*>(t.x)), w_(static_cast<T*>(t.w)),
-        y_(static_cast<T*>(t.y)), col_(static_cast<T*>(ctx.workspace)), ctx_(ctx),
+        y_(static_cast<T*>(t.y)), col_(static_cast<T*>(ctx.workspace)), epilogue_(t.epilogue), ctx_(ctx),
         KS_(g_.ker_numel), P_(g_.out_numel) {}
 
   void forward() {
@@ -110,6 +111,11 @@ class Runner {
           const i64 n = pl_.seg_image(s), p0 = pl_.seg_begin(s), np = pl_.seg_end(s) - p0;
           gemm(false, false, g_.Kg, np, g_.Cg * KS_, T(1), w_ + grp * g_.Kg * g_.Cg * KS_,
                g_.Cg * KS_, cols, ld_cols, T(0), y_ + (n * g_.K + grp * g_.Kg) * P_ + p0, P_);
+          // The fused epilogue on the segment just written, while it is in cache.
+          if (!epilogue_.empty())
+            for (i64 k = grp * g_.Kg; k < (grp + 1) * g_.Kg; ++k)
+              CONVGRAPH_ISA_CALL(conv_epilogue, epilogue_, dtype_of<T>(), y_ + (n * g_.K + k) * P_ + p0,
+                                 (n * g_.K + k) * P_ + p0, k, np);
         }
       });
     });
@@ -226,6 +232,7 @@ class Runner {
   T* w_;
   T* y_;
   T* col_;
+  ConvEpilogue epilogue_;  // forward only
   const ConvContext& ctx_;
   i64 KS_, P_;
 };
@@ -233,6 +240,7 @@ class Runner {
 class CorrMMAlgorithm final : public ConvAlgorithm {
  public:
   std::string name() const override { return "cpu.corrmm"; }
+  bool fuses_epilogue() const override { return true; }
   DeviceKind device() const override { return DeviceKind::cpu; }
   std::vector<std::string> tags() const override { return {"conv_gemm", "fast_run", "fast_compile"}; }
 

@@ -46,6 +46,7 @@ Status buffer_fits(const ConvProblem& p) {
 class DepthwiseAlgorithm final : public ConvAlgorithm {
  public:
   std::string name() const override { return "cpu.depthwise"; }
+  bool fuses_epilogue() const override { return true; }
   DeviceKind device() const override { return DeviceKind::cpu; }
   std::vector<std::string> tags() const override { return {"conv_direct", "fast_run", "fast_compile"}; }
   Status applicable(const ConvProblem& p) const override {

@@ -12,6 +12,7 @@ namespace {
 class DirectAlgorithm final : public ConvAlgorithm {
  public:
   std::string name() const override { return "cpu.direct"; }
+  bool fuses_epilogue() const override { return true; }
   DeviceKind device() const override { return DeviceKind::cpu; }
   std::vector<std::string> tags() const override { return {"conv_direct", "fast_run", "fast_compile"}; }
   Status applicable(const ConvProblem& p) const override {

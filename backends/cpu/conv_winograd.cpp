@@ -15,6 +15,7 @@ namespace {
 class WinogradConv final : public ConvAlgorithm {
  public:
   std::string name() const override { return "cpu.winograd"; }
+  bool fuses_epilogue() const override { return true; }
   DeviceKind device() const override { return DeviceKind::cpu; }
   std::vector<std::string> tags() const override { return {"conv_winograd", "fast_run"}; }
 

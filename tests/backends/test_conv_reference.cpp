@@ -31,7 +31,7 @@ ConvParams params(int ndim, BorderMode border, std::vector<i64> stride = {},
 
 /// Runs the reference in float64 on explicit operand values; returns the written operand.
 std::vector<double> run_ref(const ConvProblem& p, ConvOperands ops) {
-  reference_conv(p, ConvTensors{ops.x.data(), ops.w.data(), ops.y.data()});
+  reference_conv(p, ConvTensors{ops.x.data(), ops.w.data(), ops.y.data(), {}});
   return output_of(ops, p.direction);
 }
 
@@ -300,7 +300,7 @@ TEST_CASE("reference: float32 storage rounds the float64 result once", "[backend
       const auto ref64 = run_ref(p64, ops);
       const ConvProblem p32 = c.problem(dir, DType::float32);
       std::vector<float> x = to_float(ops.x), w = to_float(ops.w), y = to_float(ops.y);
-      reference_conv(p32, ConvTensors{x.data(), w.data(), y.data()});
+      reference_conv(p32, ConvTensors{x.data(), w.data(), y.data(), {}});
       const std::vector<float>& out = dir == ConvDirection::forward       ? y
                                       : dir == ConvDirection::grad_inputs ? x
                                                                           : w;
@@ -313,9 +313,9 @@ TEST_CASE("reference: bad input throws", "[backends][conv][reference]") {
   auto p = ConvProblem::make(ConvDirection::forward, params(1, "valid"), {1, 1, 4}, {1, 1, 3}, DType::float64);
   std::vector<double> buf(8);
   p.dtype = DType::int32;
-  CHECK_THROWS_AS(reference_conv(p, ConvTensors{buf.data(), buf.data(), buf.data()}), TypeError);
+  CHECK_THROWS_AS(reference_conv(p, ConvTensors{buf.data(), buf.data(), buf.data(), {}}), TypeError);
   p.dtype = DType::float64;
-  CHECK_THROWS_AS(reference_conv(p, ConvTensors{nullptr, buf.data(), buf.data()}), ValueError);
+  CHECK_THROWS_AS(reference_conv(p, ConvTensors{nullptr, buf.data(), buf.data(), {}}), ValueError);
   const auto algo = make_cpu_reference_algorithm();
   CHECK(algo->name() == "cpu.reference");
   p.dtype = DType::float16;

@@ -85,14 +85,14 @@ double rel_error(const ConvAlgorithm& a, const ConvProblem& p, ThreadPool* pool)
                         : p.direction == ConvDirection::grad_inputs ? x
                                                                     : w;
   std::fill(out.begin(), out.end(), static_cast<T>(NAN));
-  reference_conv(p, ConvTensors{rx.data(), rw.data(), ry.data()});
+  reference_conv(p, ConvTensors{rx.data(), rw.data(), ry.data(), {}});
   const std::size_t ws = a.workspace_bytes(p);
   Buffer wbuf = alloc(ws);
   ConvContext ctx;
   ctx.pool = pool;
   ctx.workspace = wbuf.get();
   ctx.workspace_bytes = ws;
-  a.run(p, ConvTensors{x.data(), w.data(), y.data()}, ctx);
+  a.run(p, ConvTensors{x.data(), w.data(), y.data(), {}}, ctx);
   const std::vector<T>& ref = p.direction == ConvDirection::forward       ? ry
                               : p.direction == ConvDirection::grad_inputs ? rx
                                                                           : rw;

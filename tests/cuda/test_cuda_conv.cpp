@@ -85,7 +85,7 @@ GpuRun run_gpu(const ConvAlgorithm& algo, const ConvProblem& p, const ConvOperan
   ctx.workspace = ws ? dws.raw() : nullptr;
   ctx.workspace_bytes = ws;
   ctx.stream = current_stream();
-  algo.run(p, ConvTensors{dx.raw(), dw.raw(), dy.raw()}, ctx);
+  algo.run(p, ConvTensors{dx.raw(), dw.raw(), dy.raw(), {}}, ctx);
   synchronize_stream(ctx.stream);
   GpuRun r;
   const Tensor* written = p.direction == ConvDirection::forward ? &dy : p.direction == ConvDirection::grad_inputs ? &dx : &dw;

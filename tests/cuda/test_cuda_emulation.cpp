@@ -303,7 +303,7 @@ TEST_CASE("cuDNN's explicit padding plan reproduces asymmetric padding exactly",
       mem.add(xp);
       std::vector<double> got;
       if (dir == ConvDirection::grad_inputs) {
-        reference_conv(q, ConvTensors{xp.data(), w.data(), y.data()});  // dxp
+        reference_conv(q, ConvTensors{xp.data(), w.data(), y.data(), {}});  // dxp
         std::fill(x.begin(), x.end(), kNaN);
         emulate_gather(mem, xp.data(), x.data(), cudnn_pad_spec(p, plan.explicit_pad, true), 1.0);
         got = x;
@@ -311,7 +311,7 @@ TEST_CASE("cuDNN's explicit padding plan reproduces asymmetric padding exactly",
         emulate_gather(mem, x.data(), xp.data(), cudnn_pad_spec(p, plan.explicit_pad, false), 1.0);
         std::vector<double>& out = dir == ConvDirection::forward ? y : w;
         std::fill(out.begin(), out.end(), kNaN);
-        reference_conv(q, ConvTensors{xp.data(), w.data(), y.data()});
+        reference_conv(q, ConvTensors{xp.data(), w.data(), y.data(), {}});
         got = out;
       }
       INFO(c.name << " " << p.key());

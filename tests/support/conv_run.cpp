@@ -68,7 +68,7 @@ ConvRun run_typed(const ConvAlgorithm& algo, const ConvProblem& p, const ConvOpe
   ctx.pool = pool;
   ctx.workspace = buf.get();
   ctx.workspace_bytes = r.workspace;
-  algo.run(p, ConvTensors{x.data(), w.data(), y.data()}, ctx);
+  algo.run(p, ConvTensors{x.data(), w.data(), y.data(), {}}, ctx);
 
   r.out.assign(out->begin(), out->end());
   if (out != &x) r.inputs_intact = r.inputs_intact && same_bits(x, x0);
@@ -95,7 +95,7 @@ std::vector<double> reference_output(const ConvProblem& p, const ConvOperands& o
   ConvOperands o = ops;
   std::vector<double>& out = output_of(o, q.direction);
   std::fill(out.begin(), out.end(), std::numeric_limits<double>::quiet_NaN());
-  reference_conv(q, ConvTensors{o.x.data(), o.w.data(), o.y.data()});
+  reference_conv(q, ConvTensors{o.x.data(), o.w.data(), o.y.data(), {}});
   return out;
 }
 

@@ -25,6 +25,7 @@
 #include "convgraph/backends/cpu/algorithms.hpp"
 
 #include "backends/cpu/kernels/isa_begin.hpp"
+#include "backends/cpu/kernels/conv_epilogue.hpp"
 
 namespace convgraph::cpu::CONVGRAPH_ISA_NS {
 namespace {
@@ -291,7 +292,7 @@ std::vector<T>& thread_buffer(i64 n) {
 /// plane, Kg buffers of dy (one per multiplier), one output plane summing them all.
 template <class T>
 void forward_or_grad_inputs(const ConvGeometry& g, const T* src, const T* w, T* dst, bool grad_inputs,
-                            const ConvContext& ctx) {
+                            const ConvEpilogue& ep, const ConvContext& ctx) {
   PlaneGeom pg = grad_inputs ? grad_inputs_geom(g) : forward_geom(g);
   pg.finish<T>();
   const std::vector<Slot> slots = make_slots<T>(pg);
@@ -325,6 +326,7 @@ void forward_or_grad_inputs(const ConvGeometry& g, const T* src, const T* w, T* 
           const i64 k = c * Kg + m;
           for (i64 t = 0; t < nt; ++t) tw[t] = w[k * g.ker_numel + widx[static_cast<std::size_t>(t)]];
           correlate(buf.data(), toff.data(), tw, nt, slots, dst + (n * g.K + k) * dst_numel);
+          if (!ep.empty()) conv_epilogue_run(ep, dst + (n * g.K + k) * dst_numel, (n * g.K + k) * dst_numel, k, dst_numel);
         }
       } else {
         if (idx + 1 < end) {
@@ -428,8 +430,8 @@ void run_typed(const ConvProblem& p, const ConvTensors& t, const ConvContext& ct
   auto* w = static_cast<T*>(t.w);
   auto* y = static_cast<T*>(t.y);
   switch (p.direction) {
-    case ConvDirection::forward: forward_or_grad_inputs<T>(g, x, w, y, false, ctx); break;
-    case ConvDirection::grad_inputs: forward_or_grad_inputs<T>(g, y, w, x, true, ctx); break;
+    case ConvDirection::forward: forward_or_grad_inputs<T>(g, x, w, y, false, t.epilogue, ctx); break;
+    case ConvDirection::grad_inputs: forward_or_grad_inputs<T>(g, y, w, x, true, {}, ctx); break;
     case ConvDirection::grad_weights: grad_weights<T>(g, x, w, y, ctx); break;
   }
 }

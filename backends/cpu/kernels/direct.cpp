@@ -17,6 +17,7 @@
 
 #include "backends/cpu/kernels/isa_begin.hpp"
 #include "backends/cpu/kernels/direct_rows.hpp"
+#include "backends/cpu/kernels/conv_epilogue.hpp"
 
 namespace convgraph::cpu::CONVGRAPH_ISA_NS {
 namespace {
@@ -24,7 +25,7 @@ namespace {
 // ---- forward --------------------------------------------------------------------------------
 
 template <class T, class A>
-void forward(const ConvGeometry& g, const T* x, const T* w, T* y, const ConvContext& ctx) {
+void forward(const ConvGeometry& g, const T* x, const T* w, T* y, const ConvEpilogue& ep, const ConvContext& ctx) {
   constexpr i64 kBlock = kBlockOf<A>;
   const i64 nkb = (g.Kg + kBlock - 1) / kBlock;
   const i64 rows = g.out[0] * g.out[1];
@@ -69,6 +70,11 @@ void forward(const ConvGeometry& g, const T* x, const T* w, T* y, const ConvCont
         }
       }
       run_row_job<T, A>(job);
+      if (!ep.empty())  // the fused epilogue on the rows just written
+        for (i64 kk = 0; kk < job.nb; ++kk) {
+          const i64 at = (n * g.K + k0 + kk) * g.out_numel + row * g.out[2];
+          conv_epilogue_run(ep, y + at, at, k0 + kk, g.out[2]);
+        }
     }
   });
 }
@@ -318,7 +324,7 @@ void run_typed(const ConvProblem& p, const ConvTensors& t, const ConvContext& ct
   auto* w = static_cast<T*>(t.w);
   auto* y = static_cast<T*>(t.y);
   switch (p.direction) {
-    case ConvDirection::forward: forward<T, A>(g, x, w, y, ctx); break;
+    case ConvDirection::forward: forward<T, A>(g, x, w, y, t.epilogue, ctx); break;
     case ConvDirection::grad_inputs: grad_inputs<T, A>(g, x, w, y, ctx); break;
     case ConvDirection::grad_weights: grad_weights<T, A>(g, x, w, y, ctx); break;
   }

@@ -38,6 +38,7 @@
 #include "convgraph/core/thread_pool.hpp"
 
 #include "backends/cpu/kernels/isa_begin.hpp"
+#include "backends/cpu/kernels/conv_epilogue.hpp"
 
 namespace convgraph::cpu::CONVGRAPH_ISA_NS {
 namespace {
@@ -481,6 +482,11 @@ void run_winograd(const ConvProblem& p, const ConvTensors& t, const ConvContext&
               const i64 n = r / j.th, ty = r % j.th;
               float* plane = dst + (n * Cout + gr * j.Co + co) * j.OH * j.OW;
               output_row(M + (co - kb0 * kMR) * j.ts, j.me, (r - r0) * j.tw, j, ty, plane);
+              if (!j.grad && !t.epilogue.empty()) {  // the fused epilogue on the rows just written
+                const i64 y0 = 4 * ty * j.OW, len = std::min<i64>(4, j.OH - 4 * ty) * j.OW;
+                conv_epilogue_run(t.epilogue, plane + y0, (n * Cout + gr * j.Co + co) * j.OH * j.OW + y0,
+                                  gr * j.Co + co, len);
+              }
             }
         }
       }

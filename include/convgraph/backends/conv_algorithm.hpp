@@ -18,10 +18,23 @@ namespace convgraph {
 /// one is written: y for forward, x for grad_inputs (x = dx, y = dy), w for grad_weights
 /// (w = dw, y = dy). All are dense row-major in ConvProblem's dtype, on the algorithm's
 /// device. The written operand is fully overwritten (never accumulated into).
+/// What a forward convolution applies to its output as it writes it (graph fusion, the
+/// conv_epilogue rewrite): y = act((y + bias[k]) + residual), each part optional, in that
+/// order so the result has the bits of the unfused ops. bias holds K values and residual
+/// has y's shape, both dense in y's dtype on y's device. Forward only.
+enum class ConvActivation { none, relu };
+struct ConvEpilogue {
+  const void* bias = nullptr;
+  const void* residual = nullptr;
+  ConvActivation activation = ConvActivation::none;
+  bool empty() const { return !bias && !residual && activation == ConvActivation::none; }
+};
+
 struct ConvTensors {
   void* x = nullptr;
   void* w = nullptr;
   void* y = nullptr;
+  ConvEpilogue epilogue;  ///< forward only; see ConvAlgorithm::fuses_epilogue()
 };
 
 /// Where and with what an algorithm runs: the execution context of every kernel, with a
@@ -42,6 +55,9 @@ class ConvAlgorithm {
   virtual std::size_t workspace_bytes(const ConvProblem& p) const { (void)p; return 0; }
   /// Computes the direction's output. Must not allocate more than small bookkeeping.
   virtual void run(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) const = 0;
+  /// True when run() applies t.epilogue itself, to each block of y while it is in cache;
+  /// otherwise its caller applies the epilogue in one pass after run().
+  virtual bool fuses_epilogue() const { return false; }
   /// Bumped when results or speed change, so tuning-cache entries are invalidated.
   virtual int version() const { return 1; }
 };

@@ -17,6 +17,17 @@ namespace convgraph {
 
 using AlgorithmPtr = std::shared_ptr<const ConvAlgorithm>;
 
+/// The parts of a forward convolution's fused epilogue (ConvEpilogue), as extra inputs of
+/// its ConvImplOp: (x, w[, bias (K,)][, residual shaped like y]).
+struct ConvEpilogueSpec {
+  bool bias = false;
+  bool residual = false;
+  ConvActivation activation = ConvActivation::none;
+  bool empty() const { return !bias && !residual && activation == ConvActivation::none; }
+  /// "+bias+residual+relu" (the parts present), "" when empty.
+  std::string text() const;
+};
+
 class ConvImplOp : public Op {
  public:
   struct Options {
@@ -31,6 +42,10 @@ class ConvImplOp : public Op {
   /// Chosen per concrete shape at run time from `candidates` (priority order).
   ConvImplOp(std::shared_ptr<const AbstractConvOp> abstract, std::vector<AlgorithmPtr> candidates,
              std::string why, Options options);
+
+  /// The same lowered convolution (forward only) also applying `epilogue` to its output.
+  std::shared_ptr<const ConvImplOp> with_epilogue(ConvEpilogueSpec epilogue) const;
+  const ConvEpilogueSpec& epilogue() const { return epilogue_; }
 
   const AbstractConvOp& abstract() const { return *abstract_; }
   /// True when its (fixed or first candidate) algorithm runs on `device`.
@@ -53,7 +68,9 @@ class ConvImplOp : public Op {
   /// problem). Throws RuntimeError listing each candidate's reason when none applies.
   const ConvAlgorithm& select(const ConvProblem& p) const;
 
-  std::string name() const override;    ///< "Conv", "ConvGradInputs", "ConvGradWeights"
+  /// "Conv", "ConvGradInputs", "ConvGradWeights"; a fused epilogue adds its parts, e.g.
+  /// "Conv+bias+relu".
+  std::string name() const override;
   std::string params() const override;  ///< "algo=cpu.corrmm " + the abstract parameters
   TensorType infer(const std::vector<TensorType>& inputs) const override;
   void perform(const std::vector<Tensor>& inputs, Tensor& output, const ExecContext& ctx) const override;
@@ -62,11 +79,16 @@ class ConvImplOp : public Op {
   std::vector<std::string> tags() const override;  ///< the algorithm's tags
 
  private:
+  std::size_t epilogue_inputs() const;  ///< bias and residual inputs after x and w
+  /// The convolution's own operand types (inputs without the epilogue's).
+  std::vector<TensorType> operands(const std::vector<TensorType>& inputs) const;
+
   std::shared_ptr<const AbstractConvOp> abstract_;
   AlgorithmPtr fixed_;
   std::vector<AlgorithmPtr> candidates_;
   std::string why_;
   Options options_;
+  ConvEpilogueSpec epilogue_;
   mutable std::mutex mu_;
   mutable std::map<std::string, const ConvAlgorithm*> chosen_;  ///< problem key -> algorithm
 };
