@@ -11,6 +11,10 @@ FunctionGraph::FunctionGraph(const std::vector<Var>& inputs, const std::vector<V
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const Var& in = inputs[i];
     if (!in.defined()) throw ValueError(msg("compile: input ", i, " is undefined"));
+    if (in.is_shared())
+      throw ValueError(msg("compile: input ", i, (in.name().empty() ? "" : " '" + in.name() + "'"),
+                           " is a shared variable: its value comes from the variable at each call, so leave it"
+                           " out of the inputs (use set_value to change it)"));
     if (!in.is_input())
       throw ValueError(msg("compile: input ", i, (in.name().empty() ? "" : " '" + in.name() + "'"),
                            " is not a graph input (it is computed by ", in.op() ? in.op()->label() : "a constant",
@@ -28,6 +32,8 @@ FunctionGraph::FunctionGraph(const std::vector<Var>& inputs, const std::vector<V
     if (v.is_input())
       throw ValueError(msg("compile: the outputs depend on input '", v.name(), "' ", v.type().to_string(),
                            " which is not in the list of inputs"));
+    // The copy keeps a shared variable's SharedSlot pointer: the clone reads and updates
+    // the very value the user's variable holds.
     auto n = std::make_shared<Node>(*v.node());
     for (auto& in : n->inputs) in = clone.at(in.node());
     clone.emplace(v.node(), Var(n));

@@ -18,7 +18,7 @@ std::string head(const Var& v) {
     os << "Constant";
     if (t->numel() == 1 && t->device() == DeviceKind::cpu && t->dtype() != DType::float16 && t->dtype() != DType::bfloat16)
       os << "{" << t->get(0) << "}";
-  } else os << "Input";
+  } else os << (v.is_shared() ? "Shared" : "Input");
   if (!v.name().empty()) os << " '" << v.name() << "'";
   os << " #" << v.node()->id << " " << v.type().to_string();
   if (v.op()) {
@@ -62,7 +62,7 @@ std::string to_dot(const std::vector<Var>& outputs) {
     std::string shape = v.op() ? "box" : "ellipse";
     std::string color = !v.op() ? (v.is_constant() ? "gray90" : "palegreen")
                         : v.op()->is_abstract() ? "orange" : gpu ? "lightskyblue" : "lightyellow";
-    std::string label = v.op() ? v.op()->label() : v.is_constant() ? "Constant" : "Input";
+    std::string label = v.op() ? v.op()->label() : v.is_constant() ? "Constant" : v.is_shared() ? "Shared" : "Input";
     if (!v.name().empty()) label += "\\n'" + v.name() + "'";
     label += "\\n" + v.type().to_string();
     if (v.op() && !v.op()->implementation().empty()) label += "\\n[" + v.op()->implementation() + "]";

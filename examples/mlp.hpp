@@ -1,8 +1,11 @@
 #pragma once
 // A small multi-layer perceptron trained with SGD on three Gaussian blobs it generates.
-// Shared by examples/train_mlp.cpp and the test that checks the loss falls.
+// Shared by examples/train_mlp.cpp and the test that checks the loss falls. The weights
+// are shared variables and sgd() builds their updates, so a training step takes only the
+// data and returns only the loss: the weights are updated in place inside the function.
 #include <convgraph/convgraph.hpp>
 #include <random>
+#include <string>
 
 namespace mlp {
 
@@ -10,6 +13,7 @@ struct Result {
   double first_loss = 0, last_loss = 0;
   std::size_t peak_bytes = 0;        // arena of the compiled training step
   std::size_t intermediate_bytes = 0;  // sum of its intermediate tensors, without reuse
+  int in_place_updates = 0;            // weight updates computed into the weights' storage
 };
 
 inline convgraph::Tensor gaussian(convgraph::Shape shape, double scale, std::mt19937& rng) {
@@ -35,31 +39,28 @@ inline Result train(unsigned seed, int steps, bool verbose = false) {
   }
   // Model: x -> relu(x W1 + b1) W2 + b2 -> softmax -> cross-entropy.
   Var x = input(DType::float32, {kUnknown, kFeatures}, "x"), y = input(DType::float32, {kUnknown, kClasses}, "y");
-  Var W1 = input(DType::float32, {kFeatures, kHidden}, "W1"), b1 = input(DType::float32, {kHidden}, "b1");
-  Var W2 = input(DType::float32, {kHidden, kClasses}, "W2"), b2 = input(DType::float32, {kClasses}, "b2");
+  SharedVar W1 = shared(gaussian({kFeatures, kHidden}, 0.5, rng), "W1");
+  SharedVar b1 = shared(Tensor::zeros(DType::float32, {kHidden}), "b1");
+  SharedVar W2 = shared(gaussian({kHidden, kClasses}, 0.5, rng), "W2");
+  SharedVar b2 = shared(Tensor::zeros(DType::float32, {kClasses}), "b2");
   Var h = relu(dot(x, W1) + b1).named("hidden");
   Var p = softmax(dot(h, W2) + b2).named("probs");
   Var loss = mean(categorical_crossentropy(p, y)).named("loss");
-  const std::vector<Var> params{W1, b1, W2, b2};
-  const std::vector<Var> grads = grad(loss, params);
-  std::vector<Var> outputs{loss};
-  const double lr = 0.5;
-  for (std::size_t i = 0; i < params.size(); ++i) outputs.push_back(params[i] - grads[i] * lr);
-  Function step = compile({x, y, W1, b1, W2, b2}, outputs);
+  const std::vector<SharedVar> params{W1, b1, W2, b2};
+  const std::vector<Var> grads = grad(loss, {W1, b1, W2, b2});
+  Function step = compile({x, y}, {loss}, Mode::from_env(), sgd(params, grads, {.lr = 0.5}));
 
-  std::vector<Tensor> weights{gaussian({kFeatures, kHidden}, 0.5, rng), Tensor::zeros(DType::float32, {kHidden}),
-                              gaussian({kHidden, kClasses}, 0.5, rng), Tensor::zeros(DType::float32, {kClasses})};
   Result r;
   for (int s = 0; s < steps; ++s) {
-    std::vector<Tensor> out = step({X, Y, weights[0], weights[1], weights[2], weights[3]});
-    const double l = out[0].get(0);
+    const double l = step({X, Y})[0].get(0);
     if (s == 0) r.first_loss = l;
     r.last_loss = l;
     if (verbose && (s % 10 == 0 || s == steps - 1)) std::printf("step %3d  loss %.4f\n", s, l);
-    for (std::size_t i = 0; i < weights.size(); ++i) weights[i] = out[i + 1];
   }
   r.peak_bytes = step.peak_bytes();
   r.intermediate_bytes = step.total_intermediate_bytes();
+  const std::string plan = step.describe();
+  for (auto at = plan.find("[in place]"); at != std::string::npos; at = plan.find("[in place]", at + 1)) ++r.in_place_updates;
   return r;
 }
 

@@ -82,7 +82,7 @@ class Placer {
 
  private:
   Var place(const Var& v) {
-    if (!v.op()) return v;  // graph inputs and constants live on the host
+    if (!v.op()) return v;  // graph inputs, constants and shared variables live on the host
     if (const TransferOp* t = as_transfer(v)) return transfer(mapped_.at(v.inputs()[0].node()), t->target());
     std::vector<TensorType> types;
     for (const Var& in : v.inputs()) types.push_back(mapped_.at(in.node()).type());

@@ -46,7 +46,7 @@ int merge_graph(FunctionGraph& graph) {
   std::unordered_map<std::size_t, std::vector<Var>> seen;
   int merged = 0;
   for (const Var& v : graph.toposort()) {
-    if (v.is_input()) continue;
+    if (!v.op() && !v.is_constant()) continue;  // inputs and shared variables: each is its own value
     const bool is_const = v.is_constant();
     if (is_const && v.constant_value()->device() != DeviceKind::cpu) continue;
     const std::size_t h = is_const ? constant_hash(*v.constant_value()) : apply_hash(v);

@@ -2,6 +2,7 @@
 // linear schedule of kernels over an arena planned from value lifetimes.
 #include "convgraph/runtime/function.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <mutex>
 #include <optional>
@@ -15,6 +16,8 @@
 #include "convgraph/core/thread_pool.hpp"
 #include "core/checked_math.hpp"
 #include "core/escape.hpp"
+#include "ops/elementwise_info.hpp"
+#include "ops/fused_elementwise.hpp"
 #include "backends/device_buffers.hpp"
 #include "runtime/memory_planner.hpp"
 
@@ -25,13 +28,26 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 std::string node_label(const Var& v) {
-  std::string s = "#" + std::to_string(v.node()->id) + " " + (v.op() ? v.op()->name() : v.is_constant() ? "constant" : "input");
+  std::string s = "#" + std::to_string(v.node()->id) + " " +
+                  (v.op() ? v.op()->name() : v.is_constant() ? "constant" : v.is_shared() ? "shared" : "input");
   if (!v.name().empty()) s += " '" + v.name() + "'";
   return s;
 }
 
 std::string arg_label(std::size_t i, const Var& in) {
   return "argument " + std::to_string(i) + (in.name().empty() ? "" : " ('" + in.name() + "')");
+}
+
+std::string update_label(std::size_t i, const Var& var) {
+  return msg("update ", i, " (of shared variable ", var.name().empty() ? "#" + std::to_string(var.node()->id) : "'" + var.name() + "'", ")");
+}
+
+/// Ops whose kernel may write its output over an input of the output's shape: each
+/// output element depends only on the input elements at the same index, read first.
+bool writes_over_input(const Op& op) {
+  using Class = detail::ElementwiseInfo::Class;
+  const Class c = detail::elementwise_info(op).cls;
+  return c == Class::unary || c == Class::binary || c == Class::where || detail::fused_program(op) != nullptr;
 }
 }  // namespace
 
@@ -44,6 +60,19 @@ struct Function::Impl {
   std::vector<int> last_use;                       // per slot: last step reading it
   std::unique_ptr<ThreadPool> own_pool;
   ThreadPool* pool = nullptr;
+
+  // State: graph.outputs() is the user's outputs, then the update values.
+  std::size_t n_outputs = 0;
+  struct Update {
+    std::shared_ptr<SharedSlot> cell;
+    Var var;               // the user's variable (its type and name)
+    int value = -1;        // slot of the new value
+    bool in_place = false; // the value's node writes into the variable's storage
+    bool copy = true;      // the value's buffer is not ours to give away: store a copy
+  };
+  std::vector<Update> updates;
+  std::vector<int> in_place_target;                // per slot: the shared node it overwrites, or -1
+  std::vector<std::shared_ptr<SharedSlot>> cells;  // every variable read or updated, in node-id order
 
   struct Plan {
     std::vector<Shape> arg_shapes;
@@ -81,6 +110,46 @@ struct Function::Impl {
     profile.nodes.clear();
     for (const auto& v : order)
       if (v.op()) profile.nodes.push_back({node_label(v), v.op()->name(), v.op()->implementation(), 0, 0, 0, 0});
+    index_updates();
+  }
+
+  // Which updates run in place, which copy, and the variables a call locks.
+  void index_updates() {
+    std::vector<std::pair<std::uint64_t, std::shared_ptr<SharedSlot>>> locked;
+    std::unordered_map<const SharedSlot*, int> read_at;  // variable -> its slot, when the graph reads it
+    for (std::size_t i = 0; i < order.size(); ++i)
+      if (order[i].is_shared()) {
+        read_at[order[i].node()->shared.get()] = static_cast<int>(i);
+        locked.emplace_back(order[i].node()->id, order[i].node()->shared);
+      }
+    in_place_target.assign(order.size(), -1);
+    const auto& outs = graph.outputs();
+    std::vector<int> uses(order.size(), 0);  // how many outputs and updates return each slot
+    for (const auto& o : outs) uses[static_cast<std::size_t>(slot.at(o.node()))]++;
+    for (std::size_t u = 0; u < updates.size(); ++u) {
+      Update& up = updates[u];
+      up.value = slot.at(outs[n_outputs + u].node());
+      locked.emplace_back(up.var.node()->id, up.cell);
+      const Var& value = order[static_cast<std::size_t>(up.value)];
+      const auto vs = static_cast<std::size_t>(up.value);
+      // A fresh op buffer that nothing else returns can be handed to the variable as is.
+      up.copy = !value.op() || uses[vs] > 1;
+      auto r = read_at.find(up.cell.get());
+      if (up.copy || r == read_at.end() || !writes_over_input(*value.op()) || value.type().device != DeviceKind::cpu)
+        continue;
+      const int var_slot = r->second;
+      const bool reads_var = std::any_of(value.inputs().begin(), value.inputs().end(),
+                                         [&](const Var& in) { return in.node() == order[static_cast<std::size_t>(var_slot)].node(); });
+      // The value's node must be the variable's last reader, and the variable no output.
+      if (reads_var && last_use[static_cast<std::size_t>(var_slot)] == up.value && !is_output(var_slot)) {
+        up.in_place = true;
+        in_place_target[vs] = var_slot;
+      }
+    }
+    std::sort(locked.begin(), locked.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    cells.clear();
+    for (const auto& [id, cell] : locked)
+      if (cells.empty() || cells.back() != cell) cells.push_back(cell);
   }
 
   const Plan& plan_for(const std::vector<Tensor>& args) const {
@@ -100,7 +169,7 @@ struct Function::Impl {
         p.types[i].shape = args[static_cast<std::size_t>(slot_to_arg(static_cast<int>(i)))].shape();
         continue;
       }
-      if (v.is_constant()) {
+      if (v.is_constant() || v.is_shared()) {
         p.types[i] = v.type();
         continue;
       }
@@ -115,12 +184,20 @@ struct Function::Impl {
         rethrow_with(e, msg("while computing the shape of node ", node_label(v), ": "));
       }
       // Host intermediates share the arena; device values come from the device's caching
-      // allocator, which reuses freed blocks the same way.
+      // allocator, which reuses freed blocks the same way. Outputs, update values among
+      // them, are allocated fresh (or are the variable's storage: in-place updates).
       if (!is_output(static_cast<int>(i)) && p.types[i].device == DeviceKind::cpu) {
         const auto bytes = detail::checked_nbytes(p.types[i].shape, p.types[i].dtype, msg("node ", node_label(v)));
         requests.push_back({bytes, static_cast<int>(i), std::max(static_cast<int>(i), last_use[i])});
         request_slot.push_back(static_cast<int>(i));
       }
+    }
+    for (std::size_t u = 0; u < updates.size(); ++u) {
+      const TensorType& want = updates[u].var.type();
+      const TensorType& got = p.types[static_cast<std::size_t>(updates[u].value)];
+      if (got.shape != want.shape)
+        throw ShapeError(msg("Function call: ", update_label(u, updates[u].var), ": the new value is ", got.to_string(),
+                             " but the variable is ", want.to_string()));
     }
     const detail::ArenaPlan ap = detail::plan_arena(requests);
     for (std::size_t r = 0; r < requests.size(); ++r)
@@ -182,6 +259,11 @@ struct Function::Impl {
 
   std::vector<Tensor> run(const std::vector<Tensor>& args) const {
     std::lock_guard<std::mutex> lock(run_mu);
+    // Then every shared variable of the call, in node-id order (the same in every
+    // Function), so two calls sharing variables cannot deadlock.
+    std::vector<std::unique_lock<std::mutex>> cell_locks;
+    cell_locks.reserve(cells.size());
+    for (const auto& c : cells) cell_locks.emplace_back(c->mu);
     check_args(args);
     const auto t_call = Clock::now();
     const Plan& p = plan_for(args);
@@ -207,8 +289,14 @@ struct Function::Impl {
         values[i] = *v.constant_value();
         continue;
       }
+      if (v.is_shared()) {
+        values[i] = v.node()->shared->value;
+        continue;
+      }
       const TensorType& t = p.types[i];
-      if (p.offset[i] >= 0)
+      if (in_place_target[i] >= 0)
+        values[i] = values[static_cast<std::size_t>(in_place_target[i])];  // the variable's own storage
+      else if (p.offset[i] >= 0)
         values[i] = Tensor(arena, t.dtype, t.shape, p.offset[i] / static_cast<std::int64_t>(dtype_size(t.dtype)));
       else if (t.device == DeviceKind::cpu)
         values[i] = Tensor(t.dtype, t.shape);
@@ -244,12 +332,19 @@ struct Function::Impl {
       ++step;
     }
     std::vector<Tensor> outs;
-    for (const auto& o : graph.outputs()) {
+    for (std::size_t k = 0; k < n_outputs; ++k) {
+      const Var& o = graph.outputs()[k];
       const Tensor& val = values[static_cast<std::size_t>(slot.at(o.node()))];
       // Outputs that are inputs, constants or repeated are copied so the caller owns them.
       bool fresh = o.op() != nullptr;
       for (const auto& prev : outs) fresh = fresh && prev.storage() != val.storage();
       outs.push_back(fresh ? val : val.clone());
+    }
+    // Every value is computed: now store them (in-place ones already are).
+    for (const Update& up : updates) {
+      if (up.in_place) continue;
+      const Tensor& val = values[static_cast<std::size_t>(up.value)];
+      up.cell->value = up.copy ? val.clone() : val;
     }
     std::lock_guard<std::mutex> stats(stats_mu);
     for (std::size_t n = 0; n < samples.size(); ++n) {
@@ -294,14 +389,47 @@ std::string Function::describe() const {
     if (!impl.empty()) os << "  [" << impl << "]";
     os << '\n';
   }
+  for (std::size_t u = 0; u < impl_->updates.size(); ++u) {
+    const auto& up = impl_->updates[u];
+    os << "update " << (up.var.name().empty() ? "#" + std::to_string(up.var.node()->id) : "'" + up.var.name() + "'")
+       << " <- #" << impl_->order[static_cast<std::size_t>(up.value)].node()->id
+       << (up.in_place ? "  [in place]" : up.copy ? "  [copy]" : "  [swap]") << '\n';
+  }
   os << "cpu kernels: " << cpu_isa_name(active_cpu_isa()) << " (this CPU supports "
      << cpu_isa_name(detected_cpu_isa()) << "; CONVGRAPH_CPU_ISA lowers it)\n";
   return os.str();
 }
 
 Function compile(const std::vector<Var>& inputs, const std::vector<Var>& outputs, const Mode& mode) {
+  return compile(inputs, outputs, mode, Updates{});
+}
+
+Function compile(const std::vector<Var>& inputs, const std::vector<Var>& outputs, const Mode& mode,
+                 const Updates& updates) {
   const auto t0 = Clock::now();
-  auto impl = std::make_shared<Function::Impl>(FunctionGraph(inputs, outputs));
+  std::vector<Var> values = outputs;
+  std::vector<const SharedSlot*> seen;
+  for (std::size_t u = 0; u < updates.size(); ++u) {
+    const auto& [var, value] = updates[u];
+    if (!var.is_shared()) throw ValueError(msg("compile: update ", u, ": the variable is undefined"));
+    if (!value.defined()) throw ValueError(msg("compile: ", update_label(u, var), ": the new value is undefined"));
+    const TensorType& want = var.type();
+    const TensorType& got = value.type();
+    if (got.dtype != want.dtype)
+      throw TypeError(msg("compile: ", update_label(u, var), ": the new value is ", got.to_string(),
+                          " but the variable is ", want.to_string(), "; cast it"));
+    if (!want.accepts(got))
+      throw ShapeError(msg("compile: ", update_label(u, var), ": the new value is ", got.to_string(),
+                           " but the variable is ", want.to_string()));
+    const SharedSlot* cell = var.node()->shared.get();
+    if (std::find(seen.begin(), seen.end(), cell) != seen.end())
+      throw ValueError(msg("compile: ", update_label(u, var), ": the variable is updated twice (an earlier update has it)"));
+    seen.push_back(cell);
+    values.push_back(value);
+  }
+  auto impl = std::make_shared<Function::Impl>(FunctionGraph(inputs, values));
+  impl->n_outputs = outputs.size();
+  for (const auto& up : updates) impl->updates.push_back({up.first.node()->shared, up.first});
   impl->mode = mode;
   optimize(impl->graph, mode, impl->stats);  // throws when an abstract node is left unlowered
   if (mode.threads > 0) {
