@@ -138,18 +138,48 @@ int main(int argc, char** argv) {
   std::printf("STREAM triad: %.2f GB/s (3 x 256 MiB float64 arrays)\n", b.triad);
   std::printf("%-44s %12s %13s %7s\n", "case", "time", "bandwidth", "triad");
 
-  // ---- pooling: forward, and the gradient op autodiff builds (max: reads x and gy) ------
-  const Shape shape{64, 20, 24, 24};
-  PoolOptions o;
-  o.window = {2, 2};
-  Var x = input(DType::float32, shape);
-  const Tensor xt = random_tensor(shape, 1);
-  const std::string tag = shape_name(shape) + " w2";
-  const Var y = max_pool2d(x, o);
-  b.add("max_pool2d fwd " + tag, y, {xt});
-  const Tensor gyt = random_tensor(y.shape(), 2);
-  const Var gx = y.op()->grad({x}, y, input(DType::float32, y.shape()))[0];
-  b.add("max_pool2d bwd " + tag, gx, {xt, gyt});
+  // ---- pooling: forward and the gradient op autodiff builds (max reads x and gy; avg
+  // takes only x's shape) -------------------------------------------------------------
+  struct PoolCase {
+    Shape shape;
+    PoolOptions o;
+    const char* tag;
+  };
+  const std::vector<PoolCase> pools = {
+      {{64, 32, 512}, {{2}, {}, {}, true, false}, "w2"},
+      {{64, 20, 24, 24}, {{2, 2}, {}, {}, true, false}, "w2"},
+      {{64, 50, 8, 8}, {{2, 2}, {}, {}, true, false}, "w2"},
+      {{32, 64, 32, 32}, {{3, 3}, {2, 2}, {1, 1}, true, false}, "w3 s2 pad1"},
+      {{4, 32, 8, 32, 32}, {{2, 2, 2}, {}, {}, true, false}, "w2"},
+  };
+  std::uint32_t seed = 1;
+  for (const PoolCase& c : pools) {
+    Var x = input(DType::float32, c.shape);
+    const Tensor xt = random_tensor(c.shape, seed++);
+    for (bool is_max : {true, false}) {
+      const Var y = is_max ? max_pool(x, c.o) : avg_pool(x, c.o);
+      const std::string tag = y.op()->name() + " " + shape_name(c.shape) + " " + c.tag;
+      b.add(tag + " fwd", y, {xt});
+      const Var gx = y.op()->grad({x}, y, input(DType::float32, y.shape()))[0];
+      b.add(tag + " bwd", gx, {xt, random_tensor(y.shape(), seed++)}, {!is_max});
+    }
+  }
+
+  // ---- global average pooling and bias add, with their gradient ops -------------------
+  for (const Shape& shape : {Shape{64, 20, 24, 24}, Shape{32, 64, 32, 32}}) {
+    Var x = input(DType::float32, shape);
+    const Tensor xt = random_tensor(shape, seed++);
+    const std::string tag = shape_name(shape);
+    const Var g = global_avg_pool(x);
+    b.add("global_avg_pool " + tag + " fwd", g, {xt});
+    const Var gg = g.op()->grad({x}, g, input(DType::float32, g.shape()))[0];
+    b.add("global_avg_pool " + tag + " bwd", gg, {xt, random_tensor(g.shape(), seed++)}, {true});
+    Var bias = input(DType::float32, {shape[1]});
+    const Var y = bias_add(x, bias);
+    b.add("bias_add " + tag + " fwd", y, {xt, random_tensor({shape[1]}, seed++)});
+    const Var gb = y.op()->grad({x, bias}, y, input(DType::float32, shape))[1];
+    b.add("bias_add_grad " + tag, gb, {random_tensor(shape, seed++)});
+  }
 
   // ---- batch norm: training forward (statistics pass, then y), inference forward, and
   // the training gradient (one reduction pass giving dgamma, dbeta, then dx) ------------

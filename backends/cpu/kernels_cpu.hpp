@@ -28,15 +28,21 @@ CONVGRAPH_ISA_DECLARE(void ew_select(const bool* c, const void* a, const void* b
 // float <-> double conversion of a run.
 CONVGRAPH_ISA_DECLARE(void ew_float_convert(const void* x, bool from_f64, void* y, std::int64_t n))
 
-/// One pooling call: `planes` planes of h x w pooled to oh x ow.
+/// One pooling call: `planes` volumes of d x h x w pooled to od x oh x ow (a 2-D pooling has
+/// d = od = 1, a 1-D one also h = oh = 1; see detail::PoolParams).
 struct PoolGeometry {
-  std::int64_t planes = 0, h = 0, w = 0, oh = 0, ow = 0;
+  std::int64_t planes = 0, d = 1, h = 1, w = 0, od = 1, oh = 1, ow = 0;
 };
-// Output rows [r0, r1) (row = plane * oh + output row) of the pooled x (numeric dtype t).
+// Output rows [r0, r1) (row = (plane * od + output depth) * oh + output row) of the pooled
+// x (numeric dtype t).
 CONVGRAPH_ISA_DECLARE(void pool_rows(const detail::PoolParams& p, const PoolGeometry& g, DType t, const void* x,
                                      void* y, std::int64_t r0, std::int64_t r1))
-// Planes [p0, p1) of gx (zeroed by the caller) from gy: max routes to the argmax of x,
-// avg spreads over the window.
+// gx for output rows [r0, r1) when windows share no input row (p.disjoint_rows()): zeroes
+// the input rows each output row owns, then max routes gy to the argmax of x, avg spreads.
+CONVGRAPH_ISA_DECLARE(void pool_grad_rows(const detail::PoolParams& p, const PoolGeometry& g, DType t,
+                                          const void* x, const void* gy, void* gx, std::int64_t r0,
+                                          std::int64_t r1))
+// The same for whole planes [p0, p1) (any windows: overlapping ones accumulate serially).
 CONVGRAPH_ISA_DECLARE(void pool_grad_planes(const detail::PoolParams& p, const PoolGeometry& g, DType t,
                                             const void* x, const void* gy, void* gx, std::int64_t p0,
                                             std::int64_t p1))
@@ -44,6 +50,21 @@ CONVGRAPH_ISA_DECLARE(void pool_grad_planes(const detail::PoolParams& p, const P
 CONVGRAPH_ISA_DECLARE(void max_pool_gather_rows(const detail::PoolParams& p, const PoolGeometry& g, DType t,
                                                 const void* x, const void* g_src, void* out, std::int64_t r0,
                                                 std::int64_t r1))
+
+// Per-channel loops over (N, C, S) float/double tensors (backends/cpu/kernels/channel.cpp):
+// y[r] = mean of row r (S elements), rows [r0, r1) of N * C.
+CONVGRAPH_ISA_DECLARE(void channel_mean_rows(DType t, const void* x, void* y, std::int64_t s, std::int64_t r0,
+                                             std::int64_t r1))
+// gx[r, :] = gy[r] / S for rows [r0, r1).
+CONVGRAPH_ISA_DECLARE(void channel_spread_rows(DType t, const void* gy, void* gx, std::int64_t s, std::int64_t r0,
+                                               std::int64_t r1))
+// y = x + b[c] over rows [r0, r1): rows of S elements (n, c) when s > 1, of C elements (n)
+// when s == 1.
+CONVGRAPH_ISA_DECLARE(void bias_add_rows(DType t, const void* x, const void* b, void* y, std::int64_t c,
+                                         std::int64_t s, std::int64_t r0, std::int64_t r1))
+// gb[c] = sum of gy[n, c, :] over n, for channels [c0, c1).
+CONVGRAPH_ISA_DECLARE(void bias_grad_channels(DType t, const void* gy, void* gb, std::int64_t n, std::int64_t c,
+                                              std::int64_t s, std::int64_t c0, std::int64_t c1))
 }  // namespace cpu
 
 void register_cpu_elementwise_kernels(KernelRegistry& r);
@@ -52,5 +73,6 @@ void register_cpu_reduce_kernels(KernelRegistry& r);
 void register_cpu_softmax_kernels(KernelRegistry& r);
 void register_cpu_matmul_kernel(KernelRegistry& r);
 void register_cpu_pool_kernels(KernelRegistry& r);
+void register_cpu_channel_kernels(KernelRegistry& r);
 
 }  // namespace convgraph

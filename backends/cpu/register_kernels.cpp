@@ -13,6 +13,7 @@ void register_cpu_kernels(KernelRegistry& r) {
   register_cpu_softmax_kernels(r);      // softmax, softmax_grad, take_class, scatter_class
   register_cpu_matmul_kernel(r);        // matmul (Eigen GEMM)
   register_cpu_pool_kernels(r);         // pool, pool_grad, max_pool_grad_grad
+  register_cpu_channel_kernels(r);      // bias_add(_grad), global_avg_pool(_grad)
   register_cpu_random_kernels(r);       // random (RandomStream draws)
   register_cpu_batch_norm_kernels(r);   // batch_norm_stats, batch_norm, batch_norm_grad_sums, batch_norm_grad_x
 }

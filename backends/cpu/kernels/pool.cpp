@@ -1,7 +1,16 @@
-// The pooling loops (ops/pool.cpp: max_pool2d, avg_pool2d, their gradients and
-// max_pool2d_grad_grad), compiled once per CPU level. backends/cpu/pool_kernels.cpp splits
-// the work over the thread pool and calls the active level's loop on each range.
+// The pooling loops (ops/pool.cpp: max and average pooling over 1 to 3 axes, their
+// gradients and max_pool<d>d_grad_grad), compiled once per CPU level.
+// backends/cpu/pool_kernels.cpp splits the work over the thread pool.
+//
+// Every pooling is a 3-D one (depth, rows, columns; PoolParams). The work unit is an
+// output row (plane, output depth, output row): its window covers a few input rows, each
+// reduced along the columns straight into the output row (horizontal first, then across
+// rows in order, which keeps the row-major "first maximum" of the window). Windows whose
+// columns lie wholly inside the row take a loop specialised for common window/stride pairs,
+// which the compiler vectorises; the clipped windows at the borders take the general one.
 #include <cstdint>
+#include <cstring>
+#include <vector>
 
 #include "backends/cpu/kernels_cpu.hpp"
 #include "convgraph/core/error.hpp"
@@ -27,8 +36,8 @@ void dispatch_numeric(DType t, const char* op, F&& f) {
   }
 }
 
-/// Input rows/columns [lo, hi) covered by output position o along one axis, and the
-/// divisor the average uses there.
+/// Input positions [lo, hi) covered by output position o along internal axis `axis`, and
+/// the divisor the average uses there.
 struct Span {
   std::int64_t lo, hi, count;
 };
@@ -41,90 +50,341 @@ Span span(const PoolParams& p, int axis, std::int64_t o, std::int64_t n) {
   return s;
 }
 
-/// Flat index (within the plane) of the first maximum of the window; NaN wins.
+/// What a kernel call needs besides the data: every output position's window along each
+/// axis (computed once per call, so the row loop does no division), the reciprocals of the
+/// column counts, and the output columns [j0, j1) whose windows lie wholly inside the row.
 template <class T>
-std::int64_t window_argmax(const T* plane, std::int64_t w, const Span& r, const Span& c) {
-  std::int64_t best = r.lo * w + c.lo;
-  T m = plane[best];
-  for (std::int64_t i = r.lo; i < r.hi; ++i)
-    for (std::int64_t j = c.lo; j < c.hi; ++j) {
-      const T v = plane[i * w + j];
-      if (m == m && !(v <= m)) {
-        m = v;
-        best = i * w + j;
-      }
+struct Plan {
+  const PoolParams& p;
+  const PoolGeometry& g;
+  std::vector<Span> dspans, hspans, cols;
+  std::vector<T> inv;  ///< 1 / column count (average pooling)
+  std::int64_t j0 = 0, j1 = 0, k = 1, s = 1, pad = 0;
+
+  Plan(const PoolParams& pp, const PoolGeometry& gg) : p(pp), g(gg) {
+    auto spans = [&](int axis, std::int64_t outs, std::int64_t n) {
+      std::vector<Span> v(static_cast<std::size_t>(outs));
+      for (std::int64_t o = 0; o < outs; ++o) v[static_cast<std::size_t>(o)] = span(p, axis, o, n);
+      return v;
+    };
+    dspans = spans(0, g.od, g.d);
+    hspans = spans(1, g.oh, g.h);
+    cols = spans(2, g.ow, g.w);
+    for (const Span& c : cols) inv.push_back(static_cast<T>(1.0 / static_cast<double>(c.count)));
+    k = p.window[2];
+    s = p.stride[2];
+    pad = p.pad[2];
+    j0 = (pad + s - 1) / s;
+    j1 = g.w + pad >= k ? (g.w + pad - k) / s + 1 : 0;
+    j1 = j1 < g.ow ? j1 : g.ow;
+    if (j1 < j0) j1 = j0 = 0;
+  }
+};
+
+/// Calls fn(j, span) for the output columns whose windows are clipped at a border.
+template <class T, class F>
+void for_border_columns(const Plan<T>& c, F&& fn) {
+  for (std::int64_t j = 0; j < c.j0; ++j) fn(j, c.cols[static_cast<std::size_t>(j)]);
+  for (std::int64_t j = c.j1; j < c.g.ow; ++j) fn(j, c.cols[static_cast<std::size_t>(j)]);
+}
+
+/// An output row (plane, output depth, output row), stepped through in order.
+struct Cursor {
+  std::int64_t pl, od, oh;
+  Cursor(const PoolGeometry& g, std::int64_t row)
+      : pl(row / (g.od * g.oh)), od(row % (g.od * g.oh) / g.oh), oh(row % g.oh) {}
+  void next(const PoolGeometry& g) {
+    if (++oh < g.oh) return;
+    oh = 0;
+    if (++od < g.od) return;
+    od = 0;
+    ++pl;
+  }
+};
+
+/// Calls fn(offset of the input row in x, first) for each input row of the cursor's
+/// window, in order; returns the number of (depth, row) cells the average divides by.
+template <class T, class F>
+std::int64_t for_window_rows(const Plan<T>& c, const Cursor& at, F&& fn) {
+  const PoolGeometry& g = c.g;
+  const Span &sd = c.dspans[static_cast<std::size_t>(at.od)], &sh = c.hspans[static_cast<std::size_t>(at.oh)];
+  bool first = true;
+  for (std::int64_t d = sd.lo; d < sd.hi; ++d)
+    for (std::int64_t r = sh.lo; r < sh.hi; ++r) {
+      fn(((at.pl * g.d + d) * g.h + r) * g.w, first);
+      first = false;
     }
-  return best;
+  return sd.count * sh.count;
+}
+
+/// Whether v replaces m as the first maximum so far. Exact: a NaN wins and stays; fast:
+/// plain comparison (a branch-free select), valid while no NaN is seen (the callers
+/// count NaNs and redo the row exactly when there was one).
+template <bool Exact, class T>
+inline bool replaces(T m, T v) {
+  if constexpr (Exact) return (m == m) & !(v <= m);
+  return v > m;
+}
+
+// ---- one input row into one output row. KW, SW: the column window and stride when known
+// at compile time (0: read them from the plan). Each returns the number of NaNs it saw
+// (always 0 when Exact). ----------------------------------------------------------------
+
+template <bool Exact, int KW, int SW, class T>
+int max_row(const T* in, const Plan<T>& c, T* out, bool first) {
+  const std::int64_t k = KW ? KW : c.k, s = SW ? SW : c.s;
+  int nans = 0;
+  auto put = [&](std::int64_t j, T m) { out[j] = first || replaces<Exact>(out[j], m) ? m : out[j]; };
+  for (std::int64_t j = c.j0; j < c.j1; ++j) {
+    const T* q = in + j * s - c.pad;
+    T m = q[0];
+    nans += !Exact && q[0] != q[0];
+    for (std::int64_t i = 1; i < k; ++i) {
+      nans += !Exact && q[i] != q[i];
+      m = replaces<Exact>(m, q[i]) ? q[i] : m;
+    }
+    put(j, m);
+  }
+  for_border_columns(c, [&](std::int64_t j, const Span& sp) {
+    T m = in[sp.lo];
+    for (std::int64_t i = sp.lo; i < sp.hi; ++i) {
+      nans += !Exact && in[i] != in[i];
+      m = replaces<Exact>(m, in[i]) ? in[i] : m;
+    }
+    put(j, m);
+  });
+  return nans;
+}
+
+template <int KW, int SW, class T>
+void sum_row(const T* in, const Plan<T>& c, T* out, bool first) {
+  const std::int64_t k = KW ? KW : c.k, s = SW ? SW : c.s;
+  auto put = [&](std::int64_t j, T v) { out[j] = first ? v : out[j] + v; };
+  for (std::int64_t j = c.j0; j < c.j1; ++j) {
+    const T* q = in + j * s - c.pad;
+    T v = q[0];
+    for (std::int64_t i = 1; i < k; ++i) v += q[i];
+    put(j, v);
+  }
+  for_border_columns(c, [&](std::int64_t j, const Span& sp) {
+    T v = 0;
+    for (std::int64_t i = sp.lo; i < sp.hi; ++i) v += in[i];
+    put(j, v);
+  });
+}
+
+/// Makes (m, a) the first maximum of (m, a) and (v, i). The fast form is two selects the
+/// compiler makes branch-free (a max and a conditional move): random data would mispredict
+/// a branch on every other element.
+template <bool Exact, class T>
+inline void keep_first_max(T& m, std::int64_t& a, T v, std::int64_t i) {
+  if constexpr (Exact) {
+    if (replaces<true>(m, v)) m = v, a = i;
+  } else {
+    a = v > m ? i : a;
+    m = v > m ? v : m;
+  }
+}
+
+/// The first maximum of each window so far: its value in best[j], its offset (from the
+/// plane's start) in at[j]; `base` is the row's offset in its plane.
+template <bool Exact, int KW, int SW, class T>
+int argmax_row(const T* in, std::int64_t base, const Plan<T>& c, T* best, std::int64_t* at, bool first) {
+  const std::int64_t k = KW ? KW : c.k, s = SW ? SW : c.s;
+  int nans = 0;
+  auto put = [&](std::int64_t j, T m, std::int64_t a) {
+    if (first) {
+      best[j] = m;
+      at[j] = base + a;
+    } else {
+      keep_first_max<Exact>(best[j], at[j], m, base + a);
+    }
+  };
+  for (std::int64_t j = c.j0; j < c.j1; ++j) {
+    const std::int64_t lo = j * s - c.pad;
+    T m = in[lo];
+    std::int64_t a = lo;
+    nans += !Exact && m != m;
+    for (std::int64_t i = lo + 1; i < lo + k; ++i) {
+      nans += !Exact && in[i] != in[i];
+      keep_first_max<Exact>(m, a, in[i], i);
+    }
+    put(j, m, a);
+  }
+  for_border_columns(c, [&](std::int64_t j, const Span& sp) {
+    T m = in[sp.lo];
+    std::int64_t a = sp.lo;
+    for (std::int64_t i = sp.lo; i < sp.hi; ++i) {
+      nans += !Exact && in[i] != in[i];
+      keep_first_max<Exact>(m, a, in[i], i);
+    }
+    put(j, m, a);
+  });
+  return nans;
+}
+
+/// Adds share[j] to every input column of window j.
+template <int KW, int SW, class T>
+void spread_row(const T* share, const Plan<T>& c, T* gx) {
+  const std::int64_t k = KW ? KW : c.k, s = SW ? SW : c.s;
+  for (std::int64_t j = c.j0; j < c.j1; ++j) {
+    T* q = gx + j * s - c.pad;
+    for (std::int64_t i = 0; i < k; ++i) q[i] += share[j];
+  }
+  for_border_columns(c, [&](std::int64_t j, const Span& sp) {
+    for (std::int64_t i = sp.lo; i < sp.hi; ++i) gx[i] += share[j];
+  });
+}
+
+/// Calls f.template operator()<KW, SW>() with the specialisation for the column window.
+template <class T, class F>
+void dispatch_columns(const Plan<T>& c, F&& f) {
+  if (c.k == 2 && c.s == 2)
+    f.template operator()<2, 2>();
+  else if (c.k == 3 && c.s == 2)
+    f.template operator()<3, 2>();
+  else if (c.k == 3 && c.s == 3)
+    f.template operator()<3, 3>();
+  else
+    f.template operator()<0, 0>();
+}
+
+/// Output row `at`'s pooled values into out (ow entries).
+template <int KW, int SW, class T>
+void pool_row(const Plan<T>& c, const T* x, const Cursor& at, T* out) {
+  if (c.p.mode == PoolMode::max) {
+    int nans = 0;
+    for_window_rows(c, at, [&](std::int64_t off, bool first) { nans += max_row<false, KW, SW>(x + off, c, out, first); });
+    if (nans)
+      for_window_rows(c, at, [&](std::int64_t off, bool first) { max_row<true, 0, 0>(x + off, c, out, first); });
+    return;
+  }
+  const std::int64_t cells =
+      for_window_rows(c, at, [&](std::int64_t off, bool first) { sum_row<KW, SW>(x + off, c, out, first); });
+  const T inv_cells = static_cast<T>(1.0 / static_cast<double>(cells));
+  for (std::int64_t j = 0; j < c.g.ow; ++j) out[j] *= inv_cells * c.inv[static_cast<std::size_t>(j)];
+}
+
+/// Per-call scratch of the argmax loops (one output row's best values and positions).
+template <class T>
+struct Argmax {
+  std::vector<T> best;
+  std::vector<std::int64_t> at;
+  explicit Argmax(std::int64_t ow) : best(static_cast<std::size_t>(ow)), at(static_cast<std::size_t>(ow)) {}
+
+  /// Fills `at` with output row `cur`'s window argmaxes (offsets in the plane of x).
+  template <int KW, int SW>
+  void find(const Plan<T>& c, const T* x, const Cursor& cur) {
+    const std::int64_t plane = c.g.d * c.g.h * c.g.w;
+    int nans = 0;
+    for_window_rows(c, cur, [&](std::int64_t off, bool first) {
+      nans += argmax_row<false, KW, SW>(x + off, off - cur.pl * plane, c, best.data(), at.data(), first);
+    });
+    if (nans)
+      for_window_rows(c, cur, [&](std::int64_t off, bool first) {
+        argmax_row<true, 0, 0>(x + off, off - cur.pl * plane, c, best.data(), at.data(), first);
+      });
+  }
+};
+
+/// gx for output row `cur` (whose window rows the caller has zeroed): max routes gy to the
+/// argmax, avg spreads gy / count.
+template <int KW, int SW, class T>
+void grad_row(const Plan<T>& c, const T* x, const T* gy, T* gx, const Cursor& cur, Argmax<T>& scratch) {
+  const PoolGeometry& g = c.g;
+  const T* gyr = gy + ((cur.pl * g.od + cur.od) * g.oh + cur.oh) * g.ow;
+  if (c.p.mode == PoolMode::max) {
+    scratch.template find<KW, SW>(c, x, cur);
+    T* gxp = gx + cur.pl * (g.d * g.h * g.w);
+    for (std::int64_t j = 0; j < g.ow; ++j) gxp[scratch.at[static_cast<std::size_t>(j)]] += gyr[j];
+    return;
+  }
+  T* share = scratch.best.data();
+  const std::int64_t cells =
+      c.dspans[static_cast<std::size_t>(cur.od)].count * c.hspans[static_cast<std::size_t>(cur.oh)].count;
+  const T inv_cells = static_cast<T>(1.0 / static_cast<double>(cells));
+  for (std::int64_t j = 0; j < g.ow; ++j) share[j] = gyr[j] * (inv_cells * c.inv[static_cast<std::size_t>(j)]);
+  for_window_rows(c, cur, [&](std::int64_t off, bool) { spread_row<KW, SW>(share, c, gx + off); });
+}
+
+/// Zeroes the input rows that output row `cur` owns: its window's rows and, with stride >
+/// window, the gap after them (the last output row owns the rest of the axis).
+template <class T>
+void zero_owned_rows(const Plan<T>& c, T* gx, const Cursor& cur) {
+  const PoolParams& p = c.p;
+  const PoolGeometry& g = c.g;
+  auto owned = [&](int axis, std::int64_t o, std::int64_t outs, std::int64_t n) {
+    const std::int64_t lo = o * p.stride[axis] - p.pad[axis], hi = lo + p.stride[axis];
+    return Span{lo > 0 ? lo : 0, o + 1 == outs || hi > n ? n : hi, 0};
+  };
+  const Span sd = owned(0, cur.od, g.od, g.d), sh = owned(1, cur.oh, g.oh, g.h);
+  for (std::int64_t d = sd.lo; d < sd.hi; ++d)
+    if (sh.hi > sh.lo)
+      std::memset(gx + ((cur.pl * g.d + d) * g.h + sh.lo) * g.w, 0,
+                  static_cast<std::size_t>((sh.hi - sh.lo) * g.w) * sizeof(T));
 }
 
 }  // namespace
 
 void pool_rows(const PoolParams& p, const PoolGeometry& g, DType t, const void* x, void* y, std::int64_t r0,
                std::int64_t r1) {
-  dispatch_numeric(t, "pool2d", [&](auto z) {
+  dispatch_numeric(t, "pool", [&](auto z) {
     using T = decltype(z);
-    const T* src = static_cast<const T*>(x);
-    T* dst = static_cast<T*>(y);
-    for (std::int64_t row = r0; row < r1; ++row) {
-      const std::int64_t pl = row / g.oh, oi = row % g.oh;
-      const T* plane = src + pl * g.h * g.w;
-      const Span r = span(p, 0, oi, g.h);
-      for (std::int64_t oj = 0; oj < g.ow; ++oj) {
-        const Span c = span(p, 1, oj, g.w);
-        T& out = dst[row * g.ow + oj];
-        if (p.mode == PoolMode::max) {
-          out = plane[window_argmax(plane, g.w, r, c)];
-        } else {
-          double s = 0;
-          for (std::int64_t i = r.lo; i < r.hi; ++i)
-            for (std::int64_t j = c.lo; j < c.hi; ++j) s += static_cast<double>(plane[i * g.w + j]);
-          out = static_cast<T>(s / static_cast<double>(r.count * c.count));
-        }
+    const Plan<T> c(p, g);
+    dispatch_columns(c, [&]<int KW, int SW>() {
+      Cursor cur(g, r0);
+      for (std::int64_t row = r0; row < r1; ++row, cur.next(g))
+        pool_row<KW, SW>(c, static_cast<const T*>(x), cur, static_cast<T*>(y) + row * g.ow);
+    });
+  });
+}
+
+void pool_grad_rows(const PoolParams& p, const PoolGeometry& g, DType t, const void* x, const void* gy, void* gx,
+                    std::int64_t r0, std::int64_t r1) {
+  dispatch_numeric(t, "pool_grad", [&](auto z) {
+    using T = decltype(z);
+    const Plan<T> c(p, g);
+    Argmax<T> scratch(g.ow);
+    dispatch_columns(c, [&]<int KW, int SW>() {
+      Cursor cur(g, r0);
+      for (std::int64_t row = r0; row < r1; ++row, cur.next(g)) {
+        zero_owned_rows(c, static_cast<T*>(gx), cur);
+        grad_row<KW, SW>(c, static_cast<const T*>(x), static_cast<const T*>(gy), static_cast<T*>(gx), cur, scratch);
       }
-    }
+    });
   });
 }
 
 void pool_grad_planes(const PoolParams& p, const PoolGeometry& g, DType t, const void* x, const void* gy, void* gx,
                       std::int64_t p0, std::int64_t p1) {
-  dispatch_numeric(t, "pool2d_grad", [&](auto z) {
+  dispatch_numeric(t, "pool_grad", [&](auto z) {
     using T = decltype(z);
-    for (std::int64_t pl = p0; pl < p1; ++pl) {
-      T* plane_g = static_cast<T*>(gx) + pl * g.h * g.w;
-      const T* plane_x = static_cast<const T*>(x) + pl * g.h * g.w;
-      const T* gyp = static_cast<const T*>(gy) + pl * g.oh * g.ow;
-      for (std::int64_t oi = 0; oi < g.oh; ++oi) {
-        const Span r = span(p, 0, oi, g.h);
-        for (std::int64_t oj = 0; oj < g.ow; ++oj) {
-          const Span c = span(p, 1, oj, g.w);
-          const T v = gyp[oi * g.ow + oj];
-          if (p.mode == PoolMode::max) {
-            plane_g[window_argmax(plane_x, g.w, r, c)] += v;
-          } else {
-            const T share = static_cast<T>(v / static_cast<T>(r.count * c.count));
-            for (std::int64_t i = r.lo; i < r.hi; ++i)
-              for (std::int64_t j = c.lo; j < c.hi; ++j) plane_g[i * g.w + j] += share;
-          }
-        }
-      }
-    }
+    const Plan<T> c(p, g);
+    Argmax<T> scratch(g.ow);
+    const std::int64_t plane = g.d * g.h * g.w, rows = g.od * g.oh;
+    dispatch_columns(c, [&]<int KW, int SW>() {
+      std::memset(static_cast<T*>(gx) + p0 * plane, 0, static_cast<std::size_t>((p1 - p0) * plane) * sizeof(T));
+      Cursor cur(g, p0 * rows);
+      for (std::int64_t row = p0 * rows; row < p1 * rows; ++row, cur.next(g))
+        grad_row<KW, SW>(c, static_cast<const T*>(x), static_cast<const T*>(gy), static_cast<T*>(gx), cur, scratch);
+    });
   });
 }
 
 void max_pool_gather_rows(const PoolParams& p, const PoolGeometry& g, DType t, const void* x, const void* gsrc,
                           void* out, std::int64_t r0, std::int64_t r1) {
-  dispatch_numeric(t, "max_pool2d_grad_grad", [&](auto z) {
+  dispatch_numeric(t, "max_pool_grad_grad", [&](auto z) {
     using T = decltype(z);
-    const T* xs = static_cast<const T*>(x);
     const T* gs = static_cast<const T*>(gsrc);
     T* dst = static_cast<T*>(out);
-    for (std::int64_t row = r0; row < r1; ++row) {
-      const std::int64_t pl = row / g.oh, oi = row % g.oh;
-      const Span r = span(p, 0, oi, g.h);
-      for (std::int64_t oj = 0; oj < g.ow; ++oj) {
-        const std::int64_t at = window_argmax(xs + pl * g.h * g.w, g.w, r, span(p, 1, oj, g.w));
-        dst[row * g.ow + oj] = gs[pl * g.h * g.w + at];
-      }
+    const Plan<T> c(p, g);
+    Argmax<T> scratch(g.ow);
+    const std::int64_t plane = g.d * g.h * g.w;
+    Cursor cur(g, r0);
+    for (std::int64_t row = r0; row < r1; ++row, cur.next(g)) {
+      scratch.template find<0, 0>(c, static_cast<const T*>(x), cur);
+      for (std::int64_t j = 0; j < g.ow; ++j)
+        dst[row * g.ow + j] = gs[cur.pl * plane + scratch.at[static_cast<std::size_t>(j)]];
     }
   });
 }

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "convgraph/core/graph.hpp"
+#include "convgraph/ops/pool.hpp"  // pooling was declared here
 
 namespace convgraph {
 
@@ -20,26 +21,13 @@ Var log_softmax(const Var& x);
 /// -sum(targets * log(probs), last axis): targets one-hot/probabilities with probs' shape,
 /// or int class indices of shape probs.shape[:-1] (an index outside [0, classes) is a
 /// ValueError when the function runs).
+/// When probs is softmax(z), the log is taken as log_softmax(z), so the loss stays finite
+/// where a probability underflows to 0.
 Var categorical_crossentropy(const Var& probs, const Var& targets);
 
-struct PoolOptions {
-  std::vector<std::int64_t> window{2, 2};
-  std::vector<std::int64_t> stride;   ///< empty = window
-  std::vector<std::int64_t> padding{0, 0};
-  bool ignore_border = true;          ///< Theano: true drops partial windows
-  bool include_padding_in_average = false;
-};
-/// 2-D pooling over the last two axes of a (..., H, W) tensor. Output length per axis
-/// (Theano's rule): ignore_border: (n + 2 pad - window) / stride + 1; otherwise partial
-/// windows at the end are kept. Padding must be smaller than the window and needs
-/// ignore_border. The average divides by the window clipped to the input, or to the padded
-/// input with include_padding_in_average. max_pool2d also accepts int32/int64.
-Var max_pool2d(const Var& x, const PoolOptions& options = {});
-Var avg_pool2d(const Var& x, const PoolOptions& options = {});
-/// The pooling gradients as ops: gx from the pooled output's gradient gy. max routes each
-/// gy to its window's first maximum of x; avg spreads gy over the window (x only gives the
-/// shape). Both are differentiable (second-order autodiff works).
-Var max_pool2d_grad(const Var& x, const Var& gy, const PoolOptions& options = {});
-Var avg_pool2d_grad(const Var& x, const Var& gy, const PoolOptions& options = {});
+/// x + b with b of shape (C,) added along axis 1 of x, shaped (N, C, ...) (rank >= 2):
+/// the bias of a convolution or dense layer. x and b share a float dtype. The gradient for
+/// b is one per-channel reduction op (bias_add_grad: sum over every axis but 1).
+Var bias_add(const Var& x, const Var& b);
 
 }  // namespace convgraph

@@ -1,0 +1,306 @@
+// Pooling over 1, 2 and 3 trailing axes (one op for every rank): forward and both
+// gradients against a brute-force reference that walks each window of the padded grid,
+// over sweeps of windows, strides, paddings and border modes, in the serial and the
+// parallel paths; verify_grad for every op; bad options and ranks.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <convgraph/convgraph.hpp>
+#include <functional>
+#include <iterator>
+#include <random>
+
+using namespace convgraph;
+
+namespace {
+
+/// Distinct values (a shuffled ramp): every window has a unique maximum and finite
+/// differences never cross a tie.
+Tensor distinct_tensor(Shape shape, unsigned seed) {
+  Tensor t(DType::float64, std::move(shape));
+  std::vector<double> v(static_cast<std::size_t>(t.numel()));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = 0.1 * static_cast<double>(i) - 0.03 * static_cast<double>(v.size());
+  std::shuffle(v.begin(), v.end(), std::mt19937(seed));
+  for (std::int64_t i = 0; i < t.numel(); ++i) t.set(i, v[static_cast<std::size_t>(i)]);
+  return t;
+}
+
+/// Window starts along one axis in padded coordinates (the rule in words): with
+/// ignore_border a window must fit in the padded input; without it, every window that
+/// starts inside the input and is not preceded by one that already reached the end.
+std::vector<std::int64_t> starts(std::int64_t n, std::int64_t w, std::int64_t s, std::int64_t p, bool ignore_border) {
+  std::vector<std::int64_t> out;
+  for (std::int64_t i = 0;; ++i) {
+    const bool ok = ignore_border ? i * s + w <= n + 2 * p : i * s < n && (i == 0 || (i - 1) * s + w < n);
+    if (!ok) break;
+    out.push_back(i * s);
+  }
+  return out;
+}
+
+/// Steps an index vector through the box [0, ends) in row-major order; false at the end.
+bool next_index(std::vector<std::int64_t>& i, const std::vector<std::int64_t>& ends) {
+  for (std::size_t a = i.size(); a-- > 0;) {
+    if (++i[a] < ends[a]) return true;
+    i[a] = 0;
+  }
+  return false;
+}
+
+/// Calls fn(output element, input elements of the window in row-major order, padded-cell
+/// count) for every window of every plane; returns the output shape (empty if none).
+Shape for_windows(const Shape& xs, const PoolOptions& o,
+                  const std::function<void(std::int64_t, const std::vector<std::int64_t>&, std::int64_t)>& fn) {
+  const std::size_t d = o.window.size(), lead = xs.size() - d;
+  const auto stride = o.stride.empty() ? o.window : o.stride;
+  const auto pad = o.padding.empty() ? std::vector<std::int64_t>(d, 0) : o.padding;
+  std::vector<std::int64_t> n(d), win(d), outs(d);
+  std::vector<std::vector<std::int64_t>> st(d);
+  Shape ys(xs.begin(), xs.begin() + static_cast<std::ptrdiff_t>(lead));
+  std::int64_t planes = 1, volume = 1;
+  for (std::size_t a = 0; a < lead; ++a) planes *= xs[a];
+  for (std::size_t a = 0; a < d; ++a) {
+    n[a] = xs[lead + a];
+    win[a] = o.window[a];
+    st[a] = starts(n[a], o.window[a], stride[a], pad[a], o.ignore_border);
+    outs[a] = static_cast<std::int64_t>(st[a].size());
+    if (outs[a] == 0) return {};
+    ys.push_back(outs[a]);
+    volume *= n[a];
+  }
+  std::int64_t at = 0;
+  for (std::int64_t pl = 0; pl < planes; ++pl) {
+    std::vector<std::int64_t> oi(d, 0);
+    do {
+      std::vector<std::int64_t> cells_in, wi(d, 0);
+      std::int64_t cells = 0;
+      do {
+        bool in_padded = true, inside = true;
+        std::int64_t flat = 0;
+        for (std::size_t a = 0; a < d; ++a) {
+          const std::int64_t pc = st[a][static_cast<std::size_t>(oi[a])] + wi[a];
+          in_padded = in_padded && pc < n[a] + 2 * pad[a];
+          const std::int64_t c = pc - pad[a];
+          inside = inside && c >= 0 && c < n[a];
+          flat = flat * n[a] + c;
+        }
+        if (!in_padded) continue;
+        ++cells;
+        if (inside) cells_in.push_back(pl * volume + flat);
+      } while (next_index(wi, win));
+      fn(at++, cells_in, cells);
+    } while (next_index(oi, outs));
+  }
+  return ys;
+}
+
+struct Reference {
+  Tensor max, avg, gx_max, gx_avg;
+};
+
+/// Forward outputs and the gradients for output gradient gy (shaped like the outputs).
+Reference reference(const Tensor& x, const PoolOptions& o, const Tensor& gy) {
+  Reference r;
+  r.gx_max = Tensor::zeros(DType::float64, x.shape());
+  r.gx_avg = Tensor::zeros(DType::float64, x.shape());
+  std::vector<double> mx, av;
+  const Shape ys = for_windows(x.shape(), o, [&](std::int64_t j, const std::vector<std::int64_t>& in, std::int64_t cells) {
+    std::int64_t best = in[0];
+    double sum = 0;
+    for (std::int64_t i : in) {
+      if (x.get(i) > x.get(best)) best = i;
+      sum += x.get(i);
+    }
+    const double count = static_cast<double>(o.include_padding_in_average ? cells : std::ssize(in));
+    mx.push_back(x.get(best));
+    av.push_back(sum / count);
+    if (!gy.defined()) return;
+    r.gx_max.set(best, r.gx_max.get(best) + gy.get(j));
+    for (std::int64_t i : in) r.gx_avg.set(i, r.gx_avg.get(i) + gy.get(j) / count);
+  });
+  r.max = Tensor::from(mx, ys, DType::float64);
+  r.avg = Tensor::from(av, ys, DType::float64);
+  return r;
+}
+
+Shape pooled_shape(const Shape& xs, const PoolOptions& o) { return for_windows(xs, o, [](auto, const auto&, auto) {}); }
+
+std::string list(const std::vector<std::int64_t>& v) {
+  std::string s = "(";
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + ")";
+}
+
+std::string describe(const PoolOptions& o) {
+  return msg("window ", list(o.window), " stride ", list(o.stride), " pad ", list(o.padding), " ignore_border ",
+             o.ignore_border, " inc_pad ", o.include_padding_in_average);
+}
+
+/// Forward and both gradient ops in one function against the reference; false when the
+/// options give no output for this shape.
+bool check_against_reference(const Shape& shape, const PoolOptions& o, DType dt, unsigned seed) {
+  const Shape ys = pooled_shape(shape, o);
+  if (ys.empty()) return false;
+  INFO(shape_to_string(shape) << " " << describe(o) << " " << dtype_name(dt));
+  const Tensor x = distinct_tensor(shape, seed), gy = distinct_tensor(ys, seed + 1);
+  Var vx = input(dt, shape), vg = input(dt, ys);
+  const auto out = compile({vx, vg}, {max_pool(vx, o), avg_pool(vx, o), max_pool_grad(vx, vg, o),
+                                      avg_pool_grad(vx, vg, o)})({x.astype(dt), gy.astype(dt)});
+  // float32: round the operands first so only the kernel's own rounding remains.
+  const Reference want = reference(x.astype(dt).astype(DType::float64), o, gy.astype(dt).astype(DType::float64));
+  // float32: a few roundings of values as large as the inputs (the ramp grows with size).
+  double scale = 0;
+  for (const Tensor* t : {&x, &gy})
+    for (std::int64_t i = 0; i < t->numel(); ++i) scale = std::max(scale, std::abs(t->get(i)));
+  const double tol = dt == DType::float32 ? 1e-6 * scale : 1e-12;
+  REQUIRE(out[0].shape() == ys);
+  CHECK(max_abs_diff(out[0].astype(DType::float64), want.max) == 0);
+  CHECK(max_abs_diff(out[1].astype(DType::float64), want.avg) <= tol);
+  CHECK(max_abs_diff(out[2].astype(DType::float64), want.gx_max) <= tol);
+  CHECK(max_abs_diff(out[3].astype(DType::float64), want.gx_avg) <= tol);
+  return true;
+}
+
+PoolOptions options(std::vector<std::int64_t> w, std::vector<std::int64_t> s, std::vector<std::int64_t> p, bool ib,
+                    bool inc = false) {
+  return PoolOptions{std::move(w), std::move(s), std::move(p), ib, inc};
+}
+
+/// Options with every pooled axis alike (the padding only where it is below the window).
+std::vector<PoolOptions> sweep(std::size_t d, const std::vector<std::vector<std::int64_t>>& windows) {
+  std::vector<PoolOptions> out;
+  for (const auto& w : windows)
+    for (std::int64_t s : {1, 2, 3})
+      for (std::int64_t p : {0, 1})
+        for (bool ib : {true, false})
+          for (bool inc : {false, true}) {
+            if (p >= *std::min_element(w.begin(), w.end()) || (p > 0 && !ib) || (inc && p == 0 && ib)) continue;
+            std::vector<std::int64_t> st(d, s);
+            if (d > 1) st[0] = 4 - s;  // strides differ between axes
+            out.push_back(options(w, st, std::vector<std::int64_t>(d, p), ib, inc));
+          }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("pool nd: 1-D, 2-D and 3-D pooling and gradients match the reference", "[ops][pool]") {
+  int checked = 0;
+  for (const auto& o : sweep(1, {{1}, {2}, {3}, {4}}))
+    for (const Shape& shape : {Shape{2, 3, 7}, Shape{9}, Shape{1, 1, 2}})
+      checked += check_against_reference(shape, o, DType::float64, 31);
+  for (const auto& o : sweep(2, {{2, 2}, {3, 2}, {1, 3}}))
+    for (const Shape& shape : {Shape{2, 2, 5, 7}, Shape{4, 6}}) checked += check_against_reference(shape, o, DType::float64, 32);
+  for (const auto& o : sweep(3, {{2, 2, 2}, {3, 2, 1}, {1, 3, 2}, {2, 3, 3}}))
+    for (const Shape& shape : {Shape{2, 5, 4, 6}, Shape{1, 2, 4, 5, 3}})
+      checked += check_against_reference(shape, o, DType::float64, 33);
+  CHECK(checked > 250);
+}
+
+TEST_CASE("pool nd: large inputs take the parallel row and plane paths, float32", "[ops][pool]") {
+  // Disjoint windows (parallel over output rows), overlapping ones (over planes), padding,
+  // a stride larger than the window (gaps that the gradient must zero) and partial windows.
+  CHECK(check_against_reference({2, 16, 8, 12, 12}, options({2, 2, 2}, {}, {}, true), DType::float32, 41));
+  CHECK(check_against_reference({2, 16, 8, 12, 12}, options({3, 3, 3}, {2, 2, 2}, {1, 1, 1}, true), DType::float32, 42));
+  CHECK(check_against_reference({4, 20, 24, 24}, options({2, 2}, {}, {}, true), DType::float32, 43));
+  CHECK(check_against_reference({8, 20, 23, 25}, options({2, 3}, {3, 4}, {}, false), DType::float32, 44));
+  CHECK(check_against_reference({4, 16, 31, 29}, options({3, 3}, {2, 2}, {1, 1}, true, true), DType::float32, 45));
+  CHECK(check_against_reference({16, 40, 97}, options({3}, {2}, {1}, true), DType::float64, 46));
+  CHECK(check_against_reference({16, 40, 96}, options({2}, {}, {}, true), DType::float32, 47));
+}
+
+TEST_CASE("pool nd: defaults, int dtypes, ties and NaN", "[ops][pool]") {
+  Var v1 = input(DType::float64, {2, 6}), v3 = input(DType::float64, {1, 4, 4, 4});
+  CHECK(max_pool1d(v1).shape() == Shape{2, 3});
+  CHECK(avg_pool3d(v3).shape() == Shape{1, 2, 2, 2});
+  CHECK(max_pool(v3, options({2, 2, 2}, {}, {}, true)).node()->op->name() == "max_pool3d");
+  CHECK(avg_pool(v1, options({3}, {}, {}, true)).node()->op->name() == "avg_pool1d");
+  // int64 max pooling in 3-D, against the float reference.
+  const Tensor x = distinct_tensor({2, 3, 4, 5}, 51);
+  Tensor xi = x.astype(DType::float64);
+  for (std::int64_t i = 0; i < xi.numel(); ++i) xi.set(i, std::round(10 * xi.get(i)));
+  Var vi = input(DType::int64, x.shape());
+  const PoolOptions o3 = options({2, 2, 3}, {1, 2, 2}, {}, false);
+  const Tensor yi = compile({vi}, {max_pool(vi, o3)})({xi.astype(DType::int64)})[0];
+  CHECK(max_abs_diff(yi.astype(DType::float64), reference(xi, o3, Tensor()).max) == 0);
+  // Ties go to the first maximum in row-major order of the window (depth, row, column).
+  Tensor ties = Tensor::zeros(DType::float64, {2, 2, 2});
+  ties.set(3, 1.0);  // (0, 1, 1)
+  ties.set(5, 1.0);  // (1, 0, 1)
+  ties.set(6, 1.0);  // (1, 1, 0)
+  Var vt = input(DType::float64, {2, 2, 2});
+  const Tensor gt = compile({vt}, {grad(sum(max_pool3d(vt)), vt)})({ties})[0];
+  CHECK(gt.to_vector() == std::vector<double>{0, 0, 0, 1, 0, 0, 0, 0});
+  // A NaN is the maximum, and takes the gradient.
+  const Tensor xn = Tensor::from({1, NAN, 3, 2}, {4}, DType::float64);
+  Var vn = input(DType::float64, {4});
+  const auto outn = compile({vn}, {max_pool1d(vn, options({4}, {}, {}, true)), grad(sum(max_pool1d(vn, options({4}, {}, {}, true))), vn)})({xn});
+  CHECK(std::isnan(outn[0].get(0)));
+  CHECK(outn[1].to_vector() == std::vector<double>{0, 1, 0, 0});
+}
+
+TEST_CASE("pool nd: gradients pass verify_grad in 1-D and 3-D", "[ops][pool][grad]") {
+  struct Case {
+    Shape shape;
+    PoolOptions o;
+  };
+  const std::vector<Case> cases = {
+      {{2, 7}, options({2}, {}, {}, true)},
+      {{2, 8}, options({3}, {2}, {1}, true, true)},
+      {{3, 7}, options({3}, {2}, {}, false)},
+      {{1, 4, 4, 5}, options({2, 2, 2}, {}, {}, true)},
+      {{1, 5, 4, 5}, options({3, 2, 3}, {2, 1, 2}, {1, 0, 1}, true)},
+      {{1, 5, 5, 4}, options({2, 3, 2}, {2, 2, 1}, {}, false, true)},
+  };
+  for (const auto& c : cases) {
+    INFO(shape_to_string(c.shape) << " " << describe(c.o));
+    const Tensor x = distinct_tensor(c.shape, 61);
+    const Tensor gy = distinct_tensor(pooled_shape(c.shape, c.o), 62);
+    const PoolOptions& o = c.o;
+    CHECK_NOTHROW(verify_grad([&](const auto& v) { return max_pool(v[0], o); }, {x}));
+    CHECK_NOTHROW(verify_grad([&](const auto& v) { return avg_pool(v[0], o); }, {x}));
+    Var xc = constant(x);
+    CHECK_NOTHROW(verify_grad([&](const auto& v) { return max_pool_grad(xc, v[0], o); }, {gy}));
+    CHECK_NOTHROW(verify_grad([&](const auto& v) { return avg_pool_grad(xc, v[0], o); }, {gy}));
+    CHECK_NOTHROW(verify_grad([&](const auto& v) { return max_pool_grad_grad(xc, v[0], o); }, {x}));
+    CHECK_NOTHROW(verify_grad([&](const auto& v) { return grad(sum(pow(max_pool(v[0], o), 2.0)), v[0]); }, {x}));
+    CHECK_NOTHROW(verify_grad([&](const auto& v) { return grad(sum(pow(avg_pool(v[0], o), 2.0)), v[0]); }, {x}));
+  }
+}
+
+TEST_CASE("pool nd: bad options and ranks raise typed errors naming op and values", "[ops][pool][errors]") {
+  using Catch::Contains;
+  Var x4 = input(DType::float32, {1, 2, 4, 4});
+  CHECK_THROWS_AS(max_pool(x4, options({2, 2, 2, 2}, {}, {}, true)), ValueError);
+  CHECK_THROWS_WITH(max_pool(x4, options({2, 2, 2, 2}, {}, {}, true)),
+                    Contains("max_pool") && Contains("(2, 2, 2, 2)") && Contains("1, 2 or 3 entries"));
+  CHECK_THROWS_WITH(avg_pool(x4, options({}, {}, {}, true)), Contains("avg_pool") && Contains("1, 2 or 3 entries"));
+  CHECK_THROWS_AS(max_pool3d(x4, options({2, 2}, {}, {}, true)), ValueError);
+  CHECK_THROWS_WITH(max_pool3d(x4, options({2, 2}, {}, {}, true)),
+                    Contains("max_pool3d") && Contains("window (2, 2)") && Contains("3 entries"));
+  CHECK_THROWS_WITH(avg_pool1d(x4, options({2}, {1, 1}, {}, true)),
+                    Contains("avg_pool1d") && Contains("stride (1, 1)") && Contains("1 entries"));
+  CHECK_THROWS_WITH(max_pool(x4, options({2, 2, 2}, {}, {0, 0}, true)),
+                    Contains("max_pool") && Contains("padding (0, 0)") && Contains("3 entries"));
+  CHECK_THROWS_AS(max_pool(x4, options({2, 0, 2}, {}, {}, true)), ValueError);
+  CHECK_THROWS_WITH(max_pool(x4, options({2, 0, 2}, {}, {}, true)), Contains("window (2, 0, 2)") && Contains(">= 1"));
+  CHECK_THROWS_WITH(max_pool(x4, options({2, 2, 2}, {1, -1, 1}, {}, true)),
+                    Contains("stride (1, -1, 1)") && Contains(">= 1"));
+  CHECK_THROWS_WITH(avg_pool3d(x4, options({2, 2, 2}, {}, {0, 2, 0}, true)),
+                    Contains("avg_pool3d") && Contains("padding (0, 2, 0)") && Contains("smaller than the window"));
+  CHECK_THROWS_WITH(avg_pool1d(x4, options({3}, {}, {1}, false)),
+                    Contains("avg_pool1d") && Contains("ignore_border"));
+  // The window's length must fit the rank.
+  CHECK_THROWS_AS(max_pool3d(input(DType::float32, {4, 4})), ShapeError);
+  CHECK_THROWS_WITH(max_pool3d(input(DType::float32, {4, 4})),
+                    Contains("max_pool3d") && Contains("rank >= 3") && Contains("(4, 4)"));
+  CHECK_THROWS_WITH(avg_pool1d(input(DType::float32, {})), Contains("avg_pool1d") && Contains("rank >= 1"));
+  CHECK_THROWS_AS(max_pool3d(input(DType::float32, {1, 1, 1, 5, 5})), ShapeError);
+  CHECK_THROWS_WITH(max_pool3d(input(DType::float32, {1, 1, 1, 5, 5})),
+                    Contains("max_pool3d") && Contains("too small") && Contains("axis 2"));
+  CHECK_THROWS_AS(avg_pool3d(input(DType::int32, {2, 2, 2})), TypeError);
+  CHECK_THROWS_AS(max_pool_grad(x4, input(DType::float32, {1, 2, 2, 3}), options({2, 2}, {}, {}, true)),
+                  ShapeError);
+  CHECK_THROWS_WITH(max_pool_grad_grad(x4, input(DType::float32, {1, 2, 4}), options({2, 2}, {}, {}, true)),
+                    Contains("max_pool2d_grad_grad") && Contains("(1, 2, 4)"));
+}
