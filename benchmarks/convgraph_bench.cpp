@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "benchmarks/bench_common.hpp"
+#include "benchmarks/bench_networks.hpp"
 #include "convgraph/backends/cpu/cpu_isa.hpp"
 #include "convgraph/backends/cuda.hpp"
 #include "convgraph/core/error.hpp"
@@ -46,6 +47,11 @@ fastest correct one (the meta-optimizer's choice). fp32, NCHW, cross-correlation
                            batch/channel subset (default 2e8; 0: check everything)
   --seed N                 random data seed (default 1)
   --json FILE              write one record per (layer, direction, algorithm)
+  --networks LIST          time whole networks instead of layers: lenet,resnet8,c3d_small
+                           (benchmarks/NETWORKS.md): a training step (forward, backward,
+                           SGD, batch-norm running averages) and inference, each in a
+                           fresh process; ms (median of --repeats after 2 warm-ups),
+                           images/s, peak resident-set growth, and the planner's arena
   --help                   this text
 
 Exit status: 0 ok, 1 a candidate failed (wrong result or exception), 2 bad usage.
@@ -65,6 +71,7 @@ struct Options {
   double check_flops = 2e8;
   std::uint64_t seed = 1;
   std::string json;
+  std::vector<std::string> networks;  ///< --networks: whole networks instead of layers
   bool help = false;
 };
 
@@ -110,6 +117,7 @@ Options parse_args(int argc, char** argv) {
     else if (arg == "--check-flops") o.check_flops = parse_double(next(), "--check-flops", 0, 1e18);
     else if (arg == "--seed") o.seed = static_cast<std::uint64_t>(parse_int(next(), "--seed", 0, INT64_MAX));
     else if (arg == "--json") o.json = next();
+    else if (arg == "--networks") o.networks = split_list(next());
     else throw UsageError(msg("unknown option '", argv[i], "' (see --help)"));
   }
   if (!o.layers_file.empty() && o.suite != "standard")
@@ -265,12 +273,76 @@ std::string iso_date() {
   return buf;
 }
 
+/// printf into a string (a table row).
+template <class... Args>
+std::string row(const char* format, Args... args) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, format, args...);
+  return buf;
+}
+
+/// --networks: every (network, mode) in its own child process, then a table and JSON.
+int run_networks(const Options& o) {
+  NetworkOptions no;
+  try {
+    no.mode = Mode::from_flags(o.flags);
+  } catch (const Error& e) {
+    throw UsageError(msg("--flags: ", e.what()));
+  }
+  const std::vector<std::string> known = network_names();
+  for (const auto& n : o.networks)
+    if (std::find(known.begin(), known.end(), n) == known.end())
+      throw UsageError(msg("--networks: unknown network '", n, "' (known: lenet, resnet8, c3d_small)"));
+  if (!o.json.empty()) write_text_file(o.json, "");
+  no.threads = o.threads > 0 ? o.threads : 2;
+  no.repeats = o.repeats;
+  no.seed = o.seed;
+  std::cout << "convgraph-bench --networks: threads=" << no.threads << ", median of " << no.repeats
+            << " steps after " << no.warmup << " warm-ups, flags=\"" << o.flags << "\""
+            << fmt(", load average %.2f", load_average()) << "\ncpu kernels: " << cpu_isa_name(active_cpu_isa()) << "\n"
+            << row("%-10s %-6s %10s %10s %12s %11s %11s %6s %9s\n", "network", "mode", "ms", "min ms", "images/s",
+                   "peak MiB", "arena MiB", "fused", "compile s");
+  std::vector<std::string> records;
+  for (const auto& n : o.networks)
+    for (bool train : {true, false}) {
+      const NetworkRecord r = time_network(n, train, no);
+      std::cout << row("%-10s %-6s %10.2f %10.2f %12.1f %11.1f %11.1f %6zu %9.2f\n", r.network.c_str(), r.mode.c_str(),
+                       r.ms, r.min_ms, r.images_per_s, static_cast<double>(r.peak_bytes) / 1048576.0,
+                       static_cast<double>(r.arena_bytes) / 1048576.0, r.fused_convs, r.compile_s)
+                << std::flush;
+      records.push_back(JsonObject()
+                            .add_str("network", r.network)
+                            .add_str("framework", "convgraph")
+                            .add_str("mode", r.mode)
+                            .add_num("ms", r.ms)
+                            .add_num("min_ms", r.min_ms)
+                            .add_num("images_per_s", r.images_per_s)
+                            .add_int("peak_bytes", static_cast<std::int64_t>(r.peak_bytes))
+                            .add_int("arena_bytes", static_cast<std::int64_t>(r.arena_bytes))
+                            .add_int("threads", no.threads)
+                            .add_num("compile_s", r.compile_s)
+                            .add_int("fused_convs", static_cast<std::int64_t>(r.fused_convs))
+                            .str(4));
+    }
+  if (!o.json.empty()) {
+    std::string text = "{\n  \"tool\": \"convgraph-bench --networks\",\n  \"date\": " + json_string(iso_date()) +
+                       ",\n  \"threads\": " + std::to_string(no.threads) + ",\n  \"flags\": " + json_string(o.flags) +
+                       ",\n  \"records\": [\n";
+    for (std::size_t i = 0; i < records.size(); ++i) text += records[i] + (i + 1 < records.size() ? ",\n" : "\n");
+    text += "  ]\n}\n";
+    write_text_file(o.json, text);
+    std::cerr << "[bench] wrote " << o.json << "\n";
+  }
+  return 0;
+}
+
 int run(int argc, char** argv) {
   const Options o = parse_args(argc, argv);
   if (o.help) {
     std::cout << kUsage;
     return 0;
   }
+  if (!o.networks.empty()) return run_networks(o);
   const std::vector<Layer> layers = select_layers(o);
   Mode mode;
   try {

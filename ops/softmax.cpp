@@ -141,8 +141,13 @@ Var log_softmax(const Var& x) { return apply(std::make_shared<SoftmaxOp>(true), 
 Var categorical_crossentropy(const Var& probs, const Var& targets) {
   const char* op = "categorical_crossentropy";
   check_float_rows(op, "probs", probs.type());
+  // log(softmax(z)) is taken as log_softmax(z): finite (and exact) where a probability
+  // underflows to 0, as in a confidently wrong prediction early in training.
+  const auto* sm = dynamic_cast<const SoftmaxOp*>(probs.op());
+  const Var log_probs = sm && !sm->log() ? log_softmax(probs.inputs()[0]) : Var();
   if (is_integer(targets.dtype())) {
     check_indices(op, probs.type(), targets.type());
+    if (log_probs.defined()) return -apply(std::make_shared<TakeClassOp>(), {log_probs, targets});
     return -log(apply(std::make_shared<TakeClassOp>(), {probs, targets}));
   }
   if (targets.dtype() != probs.dtype())
@@ -155,7 +160,7 @@ Var categorical_crossentropy(const Var& probs, const Var& targets) {
   if (!ok)
     throw ShapeError(msg(op, ": targets of shape ", shape_to_string(targets.shape()), " must have the shape ",
                          shape_to_string(probs.shape()), " of probs (or be class indices of shape probs[:-1])"));
-  return -sum(targets * log(probs), {-1});
+  return -sum(targets * (log_probs.defined() ? log_probs : log(probs)), {-1});
 }
 
 }  // namespace convgraph

@@ -236,6 +236,20 @@ TEST_CASE("conv epilogue: a fused op with wrong epilogue inputs is a clear error
   CHECK(checked > 0);
 }
 
+TEST_CASE("conv epilogue: bias_add fuses like a broadcast add", "[optimizer][conv_epilogue]") {
+  for (DType t : {DType::float32, DType::float64}) {
+    INFO(dtype_name(t));
+    Var x = input(t, {2, 3, 8, 8}, "x"), w = input(t, {4, 3, 3, 3}, "w"), b = input(t, {4}, "b");
+    Var y = relu(bias_add(conv2d(x, w, {.border_mode = "half"}), b));
+    Function f = compile({x, w, b}, {y}, only("cpu.direct"));
+    Function u = compile({x, w, b}, {y}, only("cpu.direct").excluding("conv_epilogue_fusion"));
+    REQUIRE(fused_conv(f) != nullptr);
+    CHECK(fused_conv(f)->epilogue().text() == "+bias+relu");
+    const std::vector<Tensor> args{noise(t, {2, 3, 8, 8}, 1), noise(t, {4, 3, 3, 3}, 2), noise(t, {4}, 3)};
+    check_identical(f(args)[0], u(args)[0]);
+  }
+}
+
 TEST_CASE("conv epilogue: inference batch norm folds into the convolution", "[optimizer][conv_epilogue][batch_norm]") {
   for (DType t : {DType::float32, DType::float64}) {
     INFO(dtype_name(t));

@@ -118,7 +118,7 @@ TEST_CASE("tuning cache safety: device nodes are neither read nor replaced", "[o
 }
 
 TEST_CASE("tuning cache safety: a foreign file is refused and kept byte for byte", "[optimizer][cache]") {
-  for (const std::string text : {std::string("my notes\nnot a cache\n"), std::string("\x7f" "ELF\x02\x01\x01 junk\n"),
+  for (const std::string& text : {std::string("my notes\nnot a cache\n"), std::string("\x7f" "ELF\x02\x01\x01 junk\n"),
                                  std::string("convgraph-other-thing v1\nend 0\n")}) {
     TempPath tmp("tuning.txt");
     spit(tmp.path, text);
