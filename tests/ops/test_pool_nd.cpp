@@ -8,6 +8,7 @@
 #include <convgraph/convgraph.hpp>
 #include <functional>
 #include <iterator>
+#include <limits>
 #include <random>
 
 using namespace convgraph;
@@ -237,6 +238,62 @@ TEST_CASE("pool nd: defaults, int dtypes, ties and NaN", "[ops][pool]") {
   const auto outn = compile({vn}, {max_pool1d(vn, options({4}, {}, {}, true)), grad(sum(max_pool1d(vn, options({4}, {}, {}, true))), vn)})({xn});
   CHECK(std::isnan(outn[0].get(0)));
   CHECK(outn[1].to_vector() == std::vector<double>{0, 1, 0, 0});
+}
+
+TEST_CASE("pool nd: disjoint windows of long rows: ties and NaN in max pooling and its gradient", "[ops][pool]") {
+  // Rows of 8 or more windows that share no input take the vectorised gradient path. Few
+  // distinct values make ties everywhere; some NaNs. The rule: a window's maximum is its
+  // first NaN in row-major order, else its first maximum; the gradient goes there, and
+  // inputs in no window (gaps, the end of a partial window) get 0.
+  struct Case {
+    Shape shape;
+    PoolOptions o;
+  };
+  const std::vector<Case> cases = {
+      {{3, 5, 13, 37}, options({2, 2}, {}, {}, true)},
+      {{2, 3, 11, 40}, options({2, 3}, {3, 4}, {}, false)},
+      {{2, 4, 10, 30}, options({2, 2}, {}, {1, 1}, true)},
+      {{2, 4, 9, 31}, options({3, 3}, {}, {}, false)},
+      {{4, 50}, options({3}, {3}, {}, false)},
+      {{2, 3, 5, 6, 34}, options({2, 2, 2}, {}, {}, true)},
+      {{2, 3, 5, 7, 40}, options({1, 2, 3}, {2, 3, 3}, {}, false)},
+  };
+  std::mt19937 rng(61);
+  for (const Case& c : cases)
+    for (DType dt : {DType::float32, DType::float64, DType::int32}) {
+      const bool is_float = dt != DType::int32;
+      Tensor x(DType::float64, c.shape);
+      for (std::int64_t i = 0; i < x.numel(); ++i)
+        x.set(i, is_float && rng() % 29 == 0 ? NAN : static_cast<double>(rng() % 4) - 1.0);
+      if (is_float) {  // -inf then the lowest finite value: the maximum is the second
+        x.set(0, -INFINITY);
+        x.set(1, dt == DType::float32 ? -3.4028234663852886e38 : std::numeric_limits<double>::lowest());
+      }
+      std::vector<double> want_y, gyv;
+      Tensor want_gx = Tensor::zeros(DType::float64, c.shape);
+      const Shape ys = for_windows(c.shape, c.o, [&](std::int64_t j, const std::vector<std::int64_t>& in, std::int64_t) {
+        std::int64_t best = in[0];
+        for (std::int64_t i : in) {
+          if (std::isnan(x.get(best))) break;
+          if (std::isnan(x.get(i)) || x.get(i) > x.get(best)) best = i;
+        }
+        want_y.push_back(x.get(best));
+        gyv.push_back(static_cast<double>(j % 251) + 1.0);
+        want_gx.set(best, gyv.back());
+      });
+      INFO(shape_to_string(c.shape) << " " << describe(c.o) << " " << dtype_name(dt));
+      Var vx = input(dt, c.shape), vg = input(dt, ys);
+      const auto out = compile({vx, vg}, {max_pool(vx, c.o), max_pool_grad(vx, vg, c.o)})(
+          {x.astype(dt), Tensor::from(gyv, ys, DType::float64).astype(dt)});
+      const std::vector<double> y = out[0].astype(DType::float64).to_vector(),
+                                gx = out[1].astype(DType::float64).to_vector(), wgx = want_gx.to_vector();
+      REQUIRE(y.size() == want_y.size());
+      bool same_y = true;
+      for (std::size_t i = 0; i < y.size(); ++i)
+        same_y &= std::isnan(want_y[i]) ? std::isnan(y[i]) : y[i] == want_y[i];
+      CHECK(same_y);
+      CHECK(gx == wgx);
+    }
 }
 
 TEST_CASE("pool nd: gradients pass verify_grad in 1-D and 3-D", "[ops][pool][grad]") {

@@ -9,7 +9,10 @@
 // columns lie wholly inside the row take a loop specialised for common window/stride pairs,
 // which the compiler vectorises; the clipped windows at the borders take the general one.
 #include <cstdint>
+#include <bit>
 #include <cstring>
+#include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "backends/cpu/kernels_cpu.hpp"
@@ -324,6 +327,152 @@ void zero_owned_rows(const Plan<T>& c, T* gx, const Cursor& cur) {
                   static_cast<std::size_t>((sh.hi - sh.lo) * g.w) * sizeof(T));
 }
 
+// ---- max gradient when no two windows share an input element (stride >= window on every
+// axis). Each output row finds its windows' first maxima as small codes (the candidate's
+// rank in window order: window row * column window + column offset), vectorisable across
+// the row's windows, then writes every input element it owns exactly once: gy at the
+// argmax, 0 elsewhere (so gx needs no zeroing pass). ----------------------------------------
+
+/// Per-call scratch: one output row's running maxima and their codes, and the output
+/// columns [c.j0, je) that own the whole [j*s - pad, j*s - pad + s) of an input row (the
+/// others own a clipped range; the last one also owns the columns after its window).
+template <class T>
+struct FirstMax {
+  std::vector<T> best;
+  std::vector<std::int32_t> code;
+  std::int64_t je;
+  explicit FirstMax(const Plan<T>& c)
+      : best(static_cast<std::size_t>(c.g.ow)), code(static_cast<std::size_t>(c.g.ow)) {
+    const std::int64_t w = c.g.w, s = c.s;
+    const std::int64_t whole = w + c.pad >= s ? (w + c.pad - s) / s + 1 : 0;  // j*s - pad + s <= w
+    je = c.j1 < whole ? c.j1 : whole;
+    if (je == c.g.ow && c.g.ow * s - c.pad != w) je = c.g.ow - 1;  // the last owns more
+    je = je > c.j0 ? je : c.j0;
+  }
+};
+
+/// c ? a : b with bit masks: the compiler turns a plain select into a branch in scalar
+/// loops and loop tails, which random data mispredicts on every other window.
+template <class T>
+inline T pick(bool c, T a, T b) {
+  using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+  const U mask = U(0) - U(c);
+  return std::bit_cast<T>(static_cast<U>((std::bit_cast<U>(a) & mask) | (std::bit_cast<U>(b) & ~mask)));
+}
+
+/// v where keep, else 0 (all-zero bits in every dtype).
+template <class T>
+inline T keep_or_zero(T v, bool keep) {
+  return pick(keep, v, T(0));
+}
+
+/// Below every value but NaN (-inf, not lowest(): a window of -inf then -FLT_MAX has its
+/// maximum second).
+template <class T>
+constexpr T bottom() {
+  if constexpr (std::numeric_limits<T>::has_infinity) return -std::numeric_limits<T>::infinity();
+  return std::numeric_limits<T>::lowest();
+}
+
+/// Folds window row `rank` (input row `in`) into best/code. On the window's first row the
+/// running maximum starts at bottom() with code 0 (the window's first candidate), so
+/// strict comparisons in window order keep the first maximum. Fast: v > m, returns the NaNs seen (the caller
+/// redoes the row with Exact); Exact: the current code's rule (the first NaN wins).
+template <bool Exact, int KW, int SW, class T>
+int first_max_row(const T* in, const Plan<T>& c, FirstMax<T>& f, std::int32_t rank, bool first) {
+  const std::int64_t k = KW ? KW : c.k, s = SW ? SW : c.s;
+  const std::int32_t base = rank * static_cast<std::int32_t>(k);
+  T* best = f.best.data();
+  std::int32_t* code = f.code.data();
+  int nans = 0;
+  for (std::int64_t j = c.j0; j < c.j1; ++j) {  // whole windows: the vectorised loop
+    const T* q = in + j * s - c.pad;
+    T m = first ? bottom<T>() : best[j];
+    std::int32_t a = first ? 0 : code[j];
+    for (std::int64_t i = 0; i < k; ++i) {
+      const T v = q[i];
+      nans += !Exact && v != v;
+      const bool u = replaces<Exact>(m, v);
+      a = u ? base + static_cast<std::int32_t>(i) : a;
+      m = pick(u, v, m);
+    }
+    best[j] = m;
+    code[j] = a;
+  }
+  for_border_columns(c, [&](std::int64_t j, const Span& sp) {
+    const std::int64_t start = j * s - c.pad;  // offsets count from the unclipped start
+    if (first) best[j] = bottom<T>(), code[j] = base + static_cast<std::int32_t>(sp.lo - start);  // first real one
+    for (std::int64_t i = sp.lo; i < sp.hi; ++i) {
+      nans += !Exact && in[i] != in[i];
+      if (replaces<Exact>(best[j], in[i])) best[j] = in[i], code[j] = base + static_cast<std::int32_t>(i - start);
+    }
+  });
+  return nans;
+}
+
+/// Writes input row `out` (window row `rank`, or -1 for a row no window covers) of the
+/// gradient: each output column j owns input columns [j*s - pad, j*s - pad + s) clipped
+/// to the row, the last one also the columns after it.
+template <int KW, int SW, class T>
+void write_grad_row(const Plan<T>& c, const FirstMax<T>& f, const T* gyr, std::int32_t rank, T* out) {
+  const std::int64_t k = KW ? KW : c.k, s = SW ? SW : c.s, w = c.g.w, ow = c.g.ow;
+  if (rank < 0) {
+    std::memset(out, 0, static_cast<std::size_t>(w) * sizeof(T));
+    return;
+  }
+  const std::int32_t base = rank * static_cast<std::int32_t>(k);
+  const std::int32_t* code = f.code.data();
+  const std::int64_t je = f.je;
+  // Interior columns.
+  for (std::int64_t j = c.j0; j < je; ++j) {
+    T* q = out + j * s - c.pad;
+    const T v = gyr[j];
+    const std::int32_t at = code[j] - base;
+    for (std::int32_t i = 0; i < static_cast<std::int32_t>(k); ++i) q[i] = keep_or_zero(v, at == i);
+    for (std::int64_t i = k; i < s; ++i) q[i] = T(0);  // the gap after the window
+  }
+  auto general = [&](std::int64_t j) {
+    const std::int64_t start = j * s - c.pad, end = j + 1 == ow ? w : start + s;
+    const std::int64_t at = code[j] - base;
+    const T v = gyr[j];
+    for (std::int64_t x = start > 0 ? start : 0; x < (end < w ? end : w); ++x)
+      out[x] = keep_or_zero(v, (x - start == at) & (x - start < k));
+  };
+  for (std::int64_t j = 0; j < c.j0; ++j) general(j);
+  for (std::int64_t j = je; j < ow; ++j) general(j);
+}
+
+/// The max gradient for output row `cur` over the input rows it owns (see zero_owned_rows).
+template <int KW, int SW, class T>
+void max_grad_row_disjoint(const Plan<T>& c, const T* x, const T* gy, T* gx, const Cursor& cur, FirstMax<T>& f) {
+  const PoolParams& p = c.p;
+  const PoolGeometry& g = c.g;
+  const T* gyr = gy + ((cur.pl * g.od + cur.od) * g.oh + cur.oh) * g.ow;
+  // 1. The first maximum of each window, as a code.
+  auto find = [&]<bool Exact, int K, int S>() {
+    int nans = 0;
+    std::int32_t rank = 0;
+    for_window_rows(c, cur, [&](std::int64_t off, bool first) {
+      nans += first_max_row<Exact, K, S>(x + off, c, f, rank++, first);
+    });
+    return nans;
+  };
+  if (find.template operator()<false, KW, SW>()) find.template operator()<true, 0, 0>();
+  // 2. Every owned input row, written once.
+  auto owned = [&](int axis, std::int64_t o, std::int64_t outs, std::int64_t n) {
+    const std::int64_t lo = o * p.stride[axis] - p.pad[axis], hi = lo + p.stride[axis];
+    return Span{lo > 0 ? lo : 0, o + 1 == outs || hi > n ? n : hi, 0};
+  };
+  const Span od = owned(0, cur.od, g.od, g.d), oh = owned(1, cur.oh, g.oh, g.h);
+  const Span &wd = c.dspans[static_cast<std::size_t>(cur.od)], &wh = c.hspans[static_cast<std::size_t>(cur.oh)];
+  for (std::int64_t d = od.lo; d < od.hi; ++d)
+    for (std::int64_t r = oh.lo; r < oh.hi; ++r) {
+      const bool in_window = d >= wd.lo && d < wd.hi && r >= wh.lo && r < wh.hi;
+      const std::int32_t rank = in_window ? static_cast<std::int32_t>((d - wd.lo) * (wh.hi - wh.lo) + (r - wh.lo)) : -1;
+      write_grad_row<KW, SW>(c, f, gyr, rank, gx + ((cur.pl * g.d + d) * g.h + r) * g.w);
+    }
+}
+
 }  // namespace
 
 void pool_rows(const PoolParams& p, const PoolGeometry& g, DType t, const void* x, void* y, std::int64_t r0,
@@ -344,6 +493,19 @@ void pool_grad_rows(const PoolParams& p, const PoolGeometry& g, DType t, const v
   dispatch_numeric(t, "pool_grad", [&](auto z) {
     using T = decltype(z);
     const Plan<T> c(p, g);
+    if (p.mode == PoolMode::max && c.s >= c.k && g.ow >= 8) {
+      // No window shares an input element (the caller checked depth and rows). Rows of
+      // fewer than 8 windows keep the loop below: the compiler leaves the code search
+      // scalar there, with branches on the data, and it measured slower.
+      FirstMax<T> f(c);
+      dispatch_columns(c, [&]<int KW, int SW>() {
+        Cursor cur(g, r0);
+        for (std::int64_t row = r0; row < r1; ++row, cur.next(g))
+          max_grad_row_disjoint<KW, SW>(c, static_cast<const T*>(x), static_cast<const T*>(gy), static_cast<T*>(gx),
+                                        cur, f);
+      });
+      return;
+    }
     Argmax<T> scratch(g.ow);
     dispatch_columns(c, [&]<int KW, int SW>() {
       Cursor cur(g, r0);
