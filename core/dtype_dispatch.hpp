@@ -23,4 +23,13 @@ decltype(auto) dispatch_dtype(DType t, const char* who, F&& f) {
   throw TypeError(msg(who, ": no CPU kernel for dtype ", dtype_name(t), "; cast to float32 first"));
 }
 
+/// Calls f(T{}) with T float or double for float32/float64; throws TypeError naming `op`
+/// for any other dtype (the float-only kernels: softmax, batch norm, per-channel ops).
+template <class F>
+void dispatch_float(DType t, const char* op, F&& f) {
+  if (t == DType::float32) f(float{});
+  else if (t == DType::float64) f(double{});
+  else throw TypeError(msg(op, ": no kernel for dtype ", dtype_name(t)));
+}
+
 }  // namespace convgraph::detail

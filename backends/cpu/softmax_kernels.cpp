@@ -5,6 +5,7 @@
 
 #include "backends/cpu/kernels_cpu.hpp"
 #include "convgraph/backends/kernel_registry.hpp"
+#include "core/dtype_dispatch.hpp"
 #include "ops/kernel_util.hpp"
 #include "ops/softmax_info.hpp"
 
@@ -13,17 +14,6 @@ namespace convgraph {
 namespace {
 
 constexpr std::int64_t kRowGrain = 1 << 14;  // elements per parallel task
-
-/// Calls f(T{}) for float32/float64 tensors; the ops' infer() has already rejected others.
-template <class F>
-void dispatch_float(DType t, const char* op, F&& f) {
-  if (t == DType::float32)
-    f(float{});
-  else if (t == DType::float64)
-    f(double{});
-  else
-    throw TypeError(msg(op, ": no kernel for dtype ", dtype_name(t)));
-}
 
 /// Runs fn(row_begin, row_end) over the rows (all axes but the last) of `t`.
 template <class F>
@@ -53,7 +43,7 @@ void dispatch_index(DType t, F&& f) {
 
 void run_softmax(const Op& op, const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) {
   const bool is_log = detail::softmax_is_log(op);
-  dispatch_float(in[0].dtype(), "softmax", [&](auto z) {
+  detail::dispatch_float(in[0].dtype(), "softmax", [&](auto z) {
     using T = decltype(z);
     const T* x = in[0].data<T>();
     T* y = out.data<T>();
@@ -86,7 +76,7 @@ void run_softmax(const Op& op, const std::vector<Tensor>& in, Tensor& out, const
 
 void run_softmax_grad(const Op& op, const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) {
   const bool is_log = detail::softmax_is_log(op);
-  dispatch_float(in[0].dtype(), op.name().c_str(), [&](auto z) {
+  detail::dispatch_float(in[0].dtype(), op.name().c_str(), [&](auto z) {
     using T = decltype(z);
     const T* gy = in[0].data<T>();
     const T* y = in[1].data<T>();
@@ -111,7 +101,7 @@ void run_softmax_grad(const Op& op, const std::vector<Tensor>& in, Tensor& out, 
 
 void run_take_class(const Op&, const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) {
   const std::int64_t n = in[0].shape().back(), rows = out.numel();
-  dispatch_float(in[0].dtype(), "take_class", [&](auto z) {
+  detail::dispatch_float(in[0].dtype(), "take_class", [&](auto z) {
     using T = decltype(z);
     dispatch_index(in[1].dtype(), [&](auto iz) {
       using I = decltype(iz);
@@ -125,7 +115,7 @@ void run_take_class(const Op&, const std::vector<Tensor>& in, Tensor& out, const
 
 void run_scatter_class(const Op&, const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) {
   const std::int64_t n = out.shape().back(), rows = in[0].numel();
-  dispatch_float(out.dtype(), "scatter_class", [&](auto z) {
+  detail::dispatch_float(out.dtype(), "scatter_class", [&](auto z) {
     using T = decltype(z);
     dispatch_index(in[1].dtype(), [&](auto iz) {
       using I = decltype(iz);

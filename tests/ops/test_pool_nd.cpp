@@ -6,38 +6,18 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <convgraph/convgraph.hpp>
+
+#include "support/pool_reference.hpp"
 #include <functional>
 #include <iterator>
 #include <limits>
 #include <random>
 
 using namespace convgraph;
+using convgraph::test::distinct_tensor;
+using convgraph::test::starts;
 
 namespace {
-
-/// Distinct values (a shuffled ramp): every window has a unique maximum and finite
-/// differences never cross a tie.
-Tensor distinct_tensor(Shape shape, unsigned seed) {
-  Tensor t(DType::float64, std::move(shape));
-  std::vector<double> v(static_cast<std::size_t>(t.numel()));
-  for (std::size_t i = 0; i < v.size(); ++i) v[i] = 0.1 * static_cast<double>(i) - 0.03 * static_cast<double>(v.size());
-  std::shuffle(v.begin(), v.end(), std::mt19937(seed));
-  for (std::int64_t i = 0; i < t.numel(); ++i) t.set(i, v[static_cast<std::size_t>(i)]);
-  return t;
-}
-
-/// Window starts along one axis in padded coordinates (the rule in words): with
-/// ignore_border a window must fit in the padded input; without it, every window that
-/// starts inside the input and is not preceded by one that already reached the end.
-std::vector<std::int64_t> starts(std::int64_t n, std::int64_t w, std::int64_t s, std::int64_t p, bool ignore_border) {
-  std::vector<std::int64_t> out;
-  for (std::int64_t i = 0;; ++i) {
-    const bool ok = ignore_border ? i * s + w <= n + 2 * p : i * s < n && (i == 0 || (i - 1) * s + w < n);
-    if (!ok) break;
-    out.push_back(i * s);
-  }
-  return out;
-}
 
 /// Steps an index vector through the box [0, ends) in row-major order; false at the end.
 bool next_index(std::vector<std::int64_t>& i, const std::vector<std::int64_t>& ends) {

@@ -7,6 +7,7 @@
 
 #include "backends/cpu/kernels_nn.hpp"
 #include "convgraph/core/error.hpp"
+#include "core/dtype_dispatch.hpp"
 
 #include "backends/cpu/kernels/isa_begin.hpp"
 
@@ -68,18 +69,11 @@ void plane_affine(const T* x, const T* g, T shift, T a, T b, T k, T* y, std::int
     for (std::int64_t i = 0; i < s; ++i) y[i] = a * (x[i] - shift) + k;
 }
 
-template <class F>
-void dispatch_float(DType t, const char* op, F&& f) {
-  if (t == DType::float32) return f(float{});
-  if (t == DType::float64) return f(double{});
-  throw TypeError(msg(op, ": no kernel for dtype ", dtype_name(t)));
-}
-
 }  // namespace
 
 void bn_plane_sums(const BnGeometry& geo, DType t, const void* x, const void* g, const double* shift, double* sums,
                    std::int64_t p0, std::int64_t p1) {
-  dispatch_float(t, "batch_norm", [&](auto z) {
+  detail::dispatch_float(t, "batch_norm", [&](auto z) {
     using T = decltype(z);
     for (std::int64_t p = p0; p < p1; ++p)
       plane_sums(static_cast<const T*>(x) + p * geo.s, g ? static_cast<const T*>(g) + p * geo.s : nullptr,
@@ -89,7 +83,7 @@ void bn_plane_sums(const BnGeometry& geo, DType t, const void* x, const void* g,
 
 void bn_plane_affine(const BnGeometry& geo, DType t, const void* x, const void* g, const double* shift, const double* a,
                      const double* b, const double* k, void* y, std::int64_t p0, std::int64_t p1) {
-  dispatch_float(t, "batch_norm", [&](auto z) {
+  detail::dispatch_float(t, "batch_norm", [&](auto z) {
     using T = decltype(z);
     for (std::int64_t p = p0; p < p1; ++p) {
       const std::int64_t c = p % geo.c;

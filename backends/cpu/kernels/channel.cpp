@@ -6,22 +6,13 @@
 
 #include "backends/cpu/kernels_cpu.hpp"
 #include "convgraph/core/error.hpp"
+#include "core/dtype_dispatch.hpp"
 
 #include "backends/cpu/kernels/isa_begin.hpp"
 
 namespace convgraph::cpu::CONVGRAPH_ISA_NS {
 
 namespace {
-
-template <class F>
-void dispatch_float(DType t, const char* op, F&& f) {
-  if (t == DType::float32)
-    f(float{});
-  else if (t == DType::float64)
-    f(double{});
-  else
-    throw TypeError(msg(op, ": no kernel for dtype ", dtype_name(t)));
-}
 
 /// Sum of a run in double, over 16 independent partial sums (a single running sum would be
 /// latency-bound and could not be vectorised without reordering).
@@ -41,7 +32,7 @@ double run_sum(const T* x, std::int64_t n) {
 }  // namespace
 
 void channel_mean_rows(DType t, const void* x, void* y, std::int64_t s, std::int64_t r0, std::int64_t r1) {
-  dispatch_float(t, "global_avg_pool", [&](auto z) {
+  detail::dispatch_float(t, "global_avg_pool", [&](auto z) {
     using T = decltype(z);
     const T* src = static_cast<const T*>(x);
     T* dst = static_cast<T*>(y);
@@ -50,7 +41,7 @@ void channel_mean_rows(DType t, const void* x, void* y, std::int64_t s, std::int
 }
 
 void channel_spread_rows(DType t, const void* gy, void* gx, std::int64_t s, std::int64_t r0, std::int64_t r1) {
-  dispatch_float(t, "global_avg_pool_grad", [&](auto z) {
+  detail::dispatch_float(t, "global_avg_pool_grad", [&](auto z) {
     using T = decltype(z);
     const T* src = static_cast<const T*>(gy);
     T* dst = static_cast<T*>(gx);
@@ -64,7 +55,7 @@ void channel_spread_rows(DType t, const void* gy, void* gx, std::int64_t s, std:
 
 void bias_add_rows(DType t, const void* x, const void* b, void* y, std::int64_t c, std::int64_t s, std::int64_t r0,
                    std::int64_t r1) {
-  dispatch_float(t, "bias_add", [&](auto z) {
+  detail::dispatch_float(t, "bias_add", [&](auto z) {
     using T = decltype(z);
     const T* src = static_cast<const T*>(x);
     const T* bias = static_cast<const T*>(b);
@@ -85,7 +76,7 @@ void bias_add_rows(DType t, const void* x, const void* b, void* y, std::int64_t 
 
 void bias_grad_channels(DType t, const void* gy, void* gb, std::int64_t n, std::int64_t c, std::int64_t s,
                         std::int64_t c0, std::int64_t c1) {
-  dispatch_float(t, "bias_add_grad", [&](auto z) {
+  detail::dispatch_float(t, "bias_add_grad", [&](auto z) {
     using T = decltype(z);
     const T* src = static_cast<const T*>(gy);
     T* dst = static_cast<T*>(gb);

@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "convgraph/core/dtype.hpp"
-#include "convgraph/core/error.hpp"
+#include "core/dtype_dispatch.hpp"
 
 #include "backends/cpu/kernels/isa_begin.hpp"
 #include "backends/cpu/kernels/conv_epilogue.hpp"
@@ -12,9 +12,9 @@
 namespace convgraph::cpu::CONVGRAPH_ISA_NS {
 
 void conv_epilogue(const ConvEpilogue& ep, DType t, void* y, std::int64_t offset, std::int64_t k, std::int64_t len) {
-  if (t == DType::float32) conv_epilogue_run(ep, static_cast<float*>(y), offset, k, len);
-  else if (t == DType::float64) conv_epilogue_run(ep, static_cast<double*>(y), offset, k, len);
-  else throw TypeError(msg("conv epilogue: dtype ", dtype_name(t), " (float32 and float64 only)"));
+  detail::dispatch_float(t, "conv epilogue", [&](auto z) {
+    conv_epilogue_run(ep, static_cast<decltype(z)*>(y), offset, k, len);
+  });
 }
 
 }  // namespace convgraph::cpu::CONVGRAPH_ISA_NS
