@@ -14,7 +14,7 @@
 
 namespace convgraph::bench {
 
-// The same 13 layers as ../shared/bench/layers.txt (kept in sync by hand: the bench must run
+// The same 13 layers as benchmarks/layers.txt (kept in sync by hand: the bench must run
 // from an install tree where that file does not exist).
 const char* const kStandardLayers = R"(# name N C K spatial kernel stride pad dilation groups
 resnet_stem     8   3    64  224x224      7x7    2x2    3x3    1x1    1

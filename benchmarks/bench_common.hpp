@@ -40,7 +40,7 @@ struct Layer {
   std::string describe() const;  ///< "N=8 C=64 K=64 56x56 k3x3 s1x1 p1x1 d1x1 g1"
 };
 
-/// The standard set (../shared/bench/layers.txt) and the quick suite, in the file format.
+/// The standard set (benchmarks/layers.txt) and the quick suite, in the file format.
 extern const char* const kStandardLayers;
 extern const char* const kQuickLayers;
 

@@ -28,7 +28,7 @@ direction, checks each result against the float64-accumulating reference, and ma
 fastest correct one (the meta-optimizer's choice). fp32, NCHW, cross-correlation.
 
   --suite standard|quick   built-in layer set (default standard: the 13 layers of
-                           shared/bench/layers.txt; quick: small layers, < 1 min)
+                           benchmarks/layers.txt; quick: small layers, < 1 min)
   --layers FILE            layers from FILE: name N C K spatial kernel stride pad dilation
                            groups ('x'-separated axes, '#' comments)
   --only NAME[,NAME...]    run only these layers of the set

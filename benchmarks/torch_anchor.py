@@ -20,25 +20,6 @@ import statistics
 import sys
 import time
 
-# The standard layer set (../shared/bench/layers.txt), used when that file is not present
-# (the GPU machine only gets the repository).
-# name N C K spatial kernel stride pad dilation groups
-DEFAULT_LAYERS = """
-resnet_stem     8   3    64  224x224      7x7    2x2    3x3    1x1    1
-resnet_1x1_56   8   64   256 56x56        1x1    1x1    0x0    1x1    1
-resnet_3x3_56   8   64   64  56x56        3x3    1x1    1x1    1x1    1
-resnet_3x3_28   8   128  128 28x28        3x3    1x1    1x1    1x1    1
-resnet_3x3_14   8   256  256 14x14        3x3    1x1    1x1    1x1    1
-resnet_3x3_7    8   512  512 7x7          3x3    1x1    1x1    1x1    1
-vgg_3x3_112     4   64   128 112x112      3x3    1x1    1x1    1x1    1
-vgg_3x3_56      4   256  256 56x56        3x3    1x1    1x1    1x1    1
-alexnet_conv1   8   3    96  227x227      11x11  4x4    0x0    1x1    1
-dilated_3x3     4   64   64  56x56        3x3    1x1    2x2    2x2    1
-depthwise_3x3   8   256  256 28x28        3x3    1x1    1x1    1x1    256
-c3d_conv2       2   64   128 16x56x56     3x3x3  1x1x1  1x1x1  1x1x1  1
-c3d_conv1       2   3    64  16x112x112   3x3x3  1x1x1  1x1x1  1x1x1  1
-"""
-
 DIRECTIONS = ("fwd", "bwd_data", "bwd_filter")
 
 
@@ -75,7 +56,7 @@ def flops(layer):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     here = os.path.dirname(os.path.abspath(__file__))
-    ap.add_argument("--layers", default=os.path.join(here, "..", "..", "shared", "bench", "layers.txt"))
+    ap.add_argument("--layers", default=os.path.join(here, "layers.txt"))
     ap.add_argument("--json", default="torch_anchor.json")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
@@ -98,12 +79,8 @@ def main():
         print(result["error"], file=sys.stderr)
         return 2
 
-    if os.path.exists(args.layers):
-        layers = parse_layers(open(args.layers).read())
-        result["layers_file"] = os.path.abspath(args.layers)
-    else:
-        layers = parse_layers(DEFAULT_LAYERS)
-        result["layers_file"] = "built-in copy of shared/bench/layers.txt"
+    layers = parse_layers(open(args.layers).read())
+    result["layers_file"] = os.path.abspath(args.layers)
     if args.only:
         keep = set(args.only.split(","))
         layers = [l for l in layers if l["name"] in keep]

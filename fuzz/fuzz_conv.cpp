@@ -7,7 +7,7 @@
 // inputs, grad weights), a target shape and shape source for the grad ops, unknown dims,
 // and boundary values (0, -1, 2^31, 2^62, INT64_MIN...). Every call either returns or
 // throws a convgraph::Error. Properties checked:
-//   - accepted shapes agree with DESIGN.md's formula (computed here in 128-bit);
+//   - accepted shapes agree with docs/DESIGN.md's formula (computed here in 128-bit);
 //   - a small, valid configuration is accepted;
 //   - the Theano shape helpers invert each other (grad inputs / grad weights of a forward
 //     size give back the input / kernel size);
@@ -96,7 +96,7 @@ DType decode_dtype(fuzz::Input& in) {
   return kOthers[b % 5];
 }
 
-/// Forward output size of one axis by DESIGN.md's formula, exact for any int64 operands
+/// Forward output size of one axis by docs/DESIGN.md's formula, exact for any int64 operands
 /// (128-bit, with the paddings of full and half folded in algebraically); nullopt when an
 /// operand is unknown or invalid, or the size does not fit in int64.
 std::optional<i64> oracle_axis(const ConvParams& p, std::size_t a, i64 i, i64 k) {

@@ -1,4 +1,4 @@
-// Mode presets, chaining and the flag language (DESIGN.md, "Flags").
+// Mode presets, chaining and the flag language (docs/DESIGN.md, "Flags").
 #include "convgraph/optimizer/mode.hpp"
 
 #include <algorithm>

@@ -13,7 +13,7 @@ namespace convgraph {
 class TuningCache;
 class MetaClock;
 
-// Phase positions: the order of DESIGN.md's pipeline.
+// Phase positions: the order of docs/DESIGN.md's pipeline.
 inline constexpr double kCanonicalizePos = 1;
 inline constexpr double kMergePos = 2;
 inline constexpr double kConstantFoldingPos = 3;

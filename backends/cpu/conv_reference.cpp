@@ -1,4 +1,4 @@
-// The oracle. Every loop mirrors the definition in DESIGN.md ("Semantics"):
+// The oracle. Every loop mirrors the definition in docs/DESIGN.md ("Semantics"):
 //   y[n, k, o] = sum_c sum_t x_pad[n, g*Cg + c, o*s + t*d] * w[k, c, flip ? kern-1-t : t]
 // with g = k / Kg. grad_inputs and grad_weights are written as gathers of exactly the same
 // terms, so each output element is one double sum and nothing is accumulated into memory.

@@ -26,7 +26,7 @@ constexpr int k3x3 = 1 << 3;
 constexpr int k5x5 = 1 << 5;
 
 // Enumerator values are cuDNN 9's (cudnn_ops_v9.h); conv_cudnn.cpp static_asserts them.
-// Limits: cuDNN's "supported configurations" tables as summarised in SEMANTICS.md 4.5
+// Limits: cuDNN's "supported configurations" tables as summarised in docs/SEMANTICS.md 4.5
 // (FFT: 2D, stride 1, in + 2 pad <= 256, filter > pad; FFT_TILING: filter <= 32 (2D) /
 // 16 (3D), filter > pad; WINOGRAD: 3x3; WINOGRAD_NONFUSED: 3x3 or 5x5, 5x5 not true-half;
 // 3D: fwd implicit/precomp/fft_tiling, bwd data algo_0/1/fft_tiling, bwd filter

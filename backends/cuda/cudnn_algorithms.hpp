@@ -1,6 +1,6 @@
 #pragma once
 /// Every cuDNN 9 legacy convolution algorithm (cudnnConvolution{Fwd,BwdData,BwdFilter}
-/// Algo_t) with the static limits its documentation states (SEMANTICS.md 4.5). GPU-free:
+/// Algo_t) with the static limits its documentation states (docs/SEMANTICS.md 4.5). GPU-free:
 /// the table and cudnn_static_check() run anywhere; at run time cuDNN's workspace query
 /// has the last word (it returns NOT_SUPPORTED for what the table lets through).
 #include <cstdint>

@@ -1,4 +1,4 @@
-// The oracle itself: hand-computed cases, Theano's worked shape examples (SEMANTICS.md 1.3),
+// The oracle itself: hand-computed cases, Theano's worked shape examples (docs/SEMANTICS.md 1.3),
 // an independent formulation (explicit zero-padded input, explicitly flipped and dilated
 // filter, stride-1 correlation then subsampling; gradients by scattering the same terms),
 // and the adjoint identity <conv(x,w), g> = <x, grad_inputs(g,w)> = <w, grad_weights(x,g)>.
@@ -203,7 +203,7 @@ TEST_CASE("reference: hand-computed 2D cases", "[backends][conv][reference]") {
 }
 
 TEST_CASE("reference: Theano's worked shape examples", "[backends][conv][reference]") {
-  // SEMANTICS.md 1.3: image (3,2,12,9), kernel (4,2,5,6), subsample (1,2), dilation (2,1).
+  // docs/SEMANTICS.md 1.3: image (3,2,12,9), kernel (4,2,5,6), subsample (1,2), dilation (2,1).
   struct Example {
     BorderMode border;
     std::vector<i64> y2d, y3d;

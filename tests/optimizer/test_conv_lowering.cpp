@@ -1,4 +1,4 @@
-// Which implementation fires per flag set (TESTING.md 8), the "nothing applies" errors,
+// Which implementation fires per flag set (docs/TESTING.md 8), the "nothing applies" errors,
 // run-time choice for unknown shapes, and that lowered graphs compute the right numbers.
 #include <catch2/catch.hpp>
 

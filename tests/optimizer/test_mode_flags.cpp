@@ -1,4 +1,4 @@
-// Mode presets, chaining and the flag language (every flag of DESIGN.md), and its errors.
+// Mode presets, chaining and the flag language (every flag of docs/DESIGN.md), and its errors.
 #include <catch2/catch.hpp>
 #include <cstdlib>
 
@@ -28,7 +28,7 @@ TEST_CASE("mode: chaining appends tags without duplicates and leaves the origina
         std::vector<std::string>{"conv_fft", "conv_meta"});
 }
 
-TEST_CASE("mode: every flag of DESIGN.md parses", "[optimizer][mode]") {
+TEST_CASE("mode: every flag of docs/DESIGN.md parses", "[optimizer][mode]") {
   const Mode m = Mode::from_flags(
       "device=cpu, optimizer=fast_compile, optimizer_including=conv_fft:conv_meta,"
       "optimizer_excluding=conv_dnn, optimizer_requiring=conv_fft, metaopt.verbose=1,"

@@ -1,4 +1,4 @@
-// The persistent tuning cache (TESTING.md C.12-13): hits, misses, key completeness, bad
+// The persistent tuning cache (docs/TESTING.md C.12-13): hits, misses, key completeness, bad
 // caches (corrupt, truncated, other version) ignored with a warning and rewritten, and
 // concurrent writers (threads and processes) that never corrupt the file. What else may
 // be at the path (FIFOs, devices, foreign files...) and killed writers:
@@ -224,7 +224,7 @@ TEST_CASE("tuning cache: concurrent writers (processes) never corrupt it and los
 }
 
 TEST_CASE("tuning cache and flags: random and mutated input never crashes the parsers", "[optimizer][cache][fuzz]") {
-  // A cheap stand-in for the libFuzzer targets of TESTING.md A.4: mutate a valid file and
+  // A cheap stand-in for the libFuzzer targets of docs/TESTING.md A.4: mutate a valid file and
   // a valid flag string byte by byte; parsers must answer (false / FlagError), never crash.
   TuningCache::Entries e;
   e["cpu X threads=2\tfwd nd2 g1 mb2\tfake.a@1,fake.b@1"] = TuningEntry{"fake.a", 1, 0.5};

@@ -25,7 +25,7 @@ std::string axes_str(const Axes& v) {
   return os.str();
 }
 
-/// Output size >= 1 on every axis, computed the way DESIGN.md states it.
+/// Output size >= 1 on every axis, computed the way docs/DESIGN.md states it.
 bool geometry_ok(const ConvParams& params, const Axes& in, const Axes& ker) {
   const ConvParams p = params.normalized("sweep");
   for (int a = 0; a < p.ndim; ++a) {

@@ -1,5 +1,5 @@
 #pragma once
-/// The one interface every concrete convolution implements (DESIGN.md, "Implementations"),
+/// The one interface every concrete convolution implements (docs/DESIGN.md, "Implementations"),
 /// and the ordered registry the optimizer and the meta-optimizer select from.
 #include <cstddef>
 #include <memory>

@@ -1,7 +1,7 @@
 #pragma once
 /// The convolution descriptors, below both the ops and the backends: the parameters of a
 /// convolution for 1-3 spatial axes, its direction, and the shape arithmetic and shape
-/// checks every implementation agrees on (DESIGN.md, "Semantics"), written once. The op
+/// checks every implementation agrees on (docs/DESIGN.md, "Semantics"), written once. The op
 /// (AbstractConvOp::infer, with unknown dims) and the concrete problem (ConvProblem::make)
 /// both validate through the functions at the end of this header.
 /// Dilation is the actual factor (1 = dense), never oneDNN's d-1.

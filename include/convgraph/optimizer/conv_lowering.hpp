@@ -1,7 +1,7 @@
 #pragma once
 /// Which ConvAlgorithm may implement an abstract convolution node, and why the others may
 /// not. One selector serves priority lowering, the meta-optimizer, run-time choice and the
-/// "no implementation" error, so all four agree (ARCHITECTURE-NOTES 6).
+/// "no implementation" error, so all four agree.
 #include <string>
 #include <vector>
 

@@ -1,7 +1,7 @@
 #pragma once
 /// Mode: how compile() optimizes and runs a graph. One value passed to compile() -
 /// no process-global configuration. Built from presets, chained setters, or the flag
-/// language of DESIGN.md ("device=cpu,optimizer_including=conv_fft,...", also read
+/// language of docs/DESIGN.md ("device=cpu,optimizer_including=conv_fft,...", also read
 /// from the CONVGRAPH_FLAGS environment variable).
 #include <cstddef>
 #include <functional>

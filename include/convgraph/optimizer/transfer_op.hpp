@@ -1,6 +1,6 @@
 #pragma once
 /// TransferOp: copies a tensor between host and device memory. Device placement inserts
-/// it around the nodes it moves to the GPU (DESIGN.md, "transfers host<->device").
+/// it around the nodes it moves to the GPU (docs/DESIGN.md, "transfers host<->device").
 #include "convgraph/core/graph.hpp"
 
 namespace convgraph {
