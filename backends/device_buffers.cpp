@@ -65,6 +65,16 @@ std::shared_ptr<Storage> allocate_on(DeviceKind device, std::size_t bytes) {
 #endif
 }
 
+std::optional<std::size_t> device_memory_available(DeviceKind device) {
+  if (device == DeviceKind::cpu) return std::nullopt;
+#if CONVGRAPH_WITH_CUDA
+  if (!cuda_info().available) return std::nullopt;
+  return cuda_memory_info().free_bytes + cuda_allocator_stats().bytes_cached;
+#else
+  return std::nullopt;
+#endif
+}
+
 void synchronize(DeviceKind device) {
   if (device == DeviceKind::cpu) return;
 #if CONVGRAPH_WITH_CUDA

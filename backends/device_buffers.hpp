@@ -4,7 +4,9 @@
 // include the CUDA backend's private headers. CUDA builds use the CUDA backend's allocator
 // and copies; other builds (and machines without a GPU) throw DeviceError carrying
 // cuda_info().reason.
+#include <cstddef>
 #include <memory>
+#include <optional>
 
 #include "convgraph/core/tensor.hpp"
 
@@ -20,6 +22,10 @@ Tensor copy_to(const Tensor& host, DeviceKind device);
 void copy_into(const Tensor& src, Tensor& dst);
 /// Uninitialised memory on `device`.
 std::shared_ptr<Storage> allocate_on(DeviceKind device, std::size_t bytes);
+/// Bytes a new allocation on `device` can get at most: the GPU's free memory plus what
+/// the caching allocator holds unused; nullopt on the host (no cheap answer; an
+/// allocation there fails with MemoryError instead) and where the device is unusable.
+std::optional<std::size_t> device_memory_available(DeviceKind device);
 /// Waits for queued work on `device` (the calling thread's current stream); no-op on CPU.
 void synchronize(DeviceKind device);
 

@@ -3,6 +3,7 @@
 #include "backends/cuda/strided_plan.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include "convgraph/core/error.hpp"
 #include "convgraph/core/tensor.hpp"
@@ -137,6 +138,13 @@ std::vector<int> sum_to_axes(const std::vector<std::int64_t>& from, const std::v
       throw ShapeError(msg("sum_to: cannot reduce ", shape_to_string(from), " to ", shape_to_string(to)));
   }
   return axes;
+}
+
+int checked_int(std::int64_t v, const char* who, const char* what) {
+  constexpr std::int64_t kMax = std::numeric_limits<int>::max();
+  if (v < 0 || v > kMax)
+    throw ValueError(msg(who, ": ", what, " = ", v, " does not fit the 32-bit int the library takes (0..", kMax, ")"));
+  return static_cast<int>(v);
 }
 
 }  // namespace convgraph::gpu

@@ -1,9 +1,11 @@
 # Finds cuDNN next to the CUDA toolkit; defines CUDNN::CUDNN and CUDNN_VERSION.
 find_package(CUDAToolkit QUIET)
+# CUDNN_ROOT (variable or environment) may name a cuDNN wheel's folder (nvidia/cudnn in a
+# Python site folder, as PyTorch installs it), whose library has only its versioned name.
 find_path(CUDNN_INCLUDE_DIR cudnn.h
-  HINTS ${CUDAToolkit_INCLUDE_DIRS} ENV CUDNN_ROOT PATH_SUFFIXES include)
-find_library(CUDNN_LIBRARY cudnn
-  HINTS ${CUDAToolkit_LIBRARY_DIR} ENV CUDNN_ROOT PATH_SUFFIXES lib lib64)
+  HINTS ${CUDNN_ROOT} ENV CUDNN_ROOT ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES include)
+find_library(CUDNN_LIBRARY NAMES cudnn libcudnn.so.9
+  HINTS ${CUDNN_ROOT} ENV CUDNN_ROOT ${CUDAToolkit_LIBRARY_DIR} PATH_SUFFIXES lib lib64)
 if(CUDNN_INCLUDE_DIR AND EXISTS "${CUDNN_INCLUDE_DIR}/cudnn_version.h")
   file(STRINGS "${CUDNN_INCLUDE_DIR}/cudnn_version.h" _v REGEX "#define CUDNN_(MAJOR|MINOR|PATCHLEVEL) ")
   string(REGEX REPLACE ".*CUDNN_MAJOR ([0-9]+).*" "\\1" _maj "${_v}")

@@ -8,6 +8,7 @@
 
 #include "convgraph/backends/cpu/reference.hpp"
 #include "convgraph/core/thread_pool.hpp"
+#include "convgraph/backends/cuda.hpp"
 #include "backends/cpu/conv_epilogue.hpp"
 #include "backends/device_buffers.hpp"
 #include "optimizer/text_util.hpp"
@@ -267,6 +268,8 @@ void ConvImplOp::perform(const std::vector<Tensor>& inputs, Tensor& output, cons
   const std::size_t extra = epilogue_inputs();
   if (extra > 0 ? inputs.size() != 2 + extra : inputs.size() < 2 || inputs.size() > 3)
     throw RuntimeError(msg(who, ": expects 2 operands and ",
+  } catch (const DeviceContextError&) {
+    throw;
                            extra > 0 ? msg(extra, " epilogue input(s)") : std::string("an optional shape source"),
                            ", got ", inputs.size(), " inputs"));
   std::vector<TensorType> types;

@@ -45,8 +45,10 @@ void TransferOp::perform(const std::vector<Tensor>& inputs, Tensor& output, cons
   try {
     copy_into(inputs[0], output);
   } catch (const DeviceError& e) {
-    throw DeviceError(msg(label(), ": copying ", device_name(inputs[0].device()), " -> ", device_name(output.device()),
-                          " failed: ", e.what()));
+    const std::string what = msg(label(), ": copying ", device_name(inputs[0].device()), " -> ",
+                                 device_name(output.device()), " failed: ", e.what());
+    if (dynamic_cast<const DeviceContextError*>(&e)) throw DeviceContextError(what);
+    throw DeviceError(what);
   }
 }
 

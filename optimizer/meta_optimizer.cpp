@@ -13,6 +13,7 @@
 
 #include "convgraph/backends/cpu/reference.hpp"
 #include "convgraph/core/function_graph.hpp"
+#include "convgraph/backends/cuda.hpp"
 #include "convgraph/optimizer/compile_stats.hpp"
 #include "convgraph/core/thread_pool.hpp"
 #include "backends/device_buffers.hpp"
@@ -79,28 +80,37 @@ TuneData make_data(const ConvProblem& p) {
 }
 
 /// The operands as one device sees them: host data itself on the CPU, copies elsewhere;
-/// one workspace as large as the largest candidate of that device asks for.
+/// a workspace grown to what each candidate asks for in turn.
 struct DeviceData {
   DeviceKind device;
   Tensor in0, in1, out;
   std::shared_ptr<Storage> ws;
   std::size_t ws_bytes = 0;
 
-  DeviceData(const TuneData& host, DeviceKind dev, const std::vector<AlgorithmPtr>& algos, const ConvProblem& p)
-      : device(dev), in0(copy_to(host.in0, dev)), in1(copy_to(host.in1, dev)) {
-    std::size_t want = 0;
-    for (const auto& a : algos)
-      if (a->device() == dev) want = std::max(want, a->workspace_bytes(p));
-    if (want > 0) {
-      try {
-        ws = allocate_on(dev, want);
-        ws_bytes = want;
-      } catch (const MemoryError&) {
-        ws_bytes = 0;  // candidates that need workspace are skipped
-      }
+  DeviceData(const TuneData& host, DeviceKind dev)
+      : device(dev), in0(copy_to(host.in0, dev)), in1(copy_to(host.in1, dev)) {}
+
+  /// A workspace of at least `need` bytes, or the reason there is none: a candidate's own
+  /// workspace, so one greedy candidate cannot cost the others theirs. The request is
+  /// capped by the device's free memory (asking for more only empties caches to fail).
+  std::optional<std::string> ensure_workspace(std::size_t need) {
+    if (need <= ws_bytes) return std::nullopt;
+    ws.reset();  // the old one counts as free for the new request
+    ws_bytes = 0;
+    if (const std::optional<std::size_t> free = device_memory_available(device); free && need > *free)
+      return msg("needs ", bytes_text_iec(static_cast<double>(need)), " of workspace, ",
+                 bytes_text_iec(static_cast<double>(*free)), " free on ", device_name(device));
+    try {
+      ws = allocate_on(device, need);
+      ws_bytes = need;
+    } catch (const DeviceContextError&) {
+      throw;
+    } catch (const Error& e) {
+      return msg("cannot allocate ", bytes_text_iec(static_cast<double>(need)), " of workspace: ", e.what());
     }
   }
   void reset_output(const TuneData& host) {
+    return std::nullopt;
     Tensor garbage(host.out.dtype(), host.out.shape());
     fill_nan(garbage);
     if (device == DeviceKind::cpu) out = garbage;
@@ -161,17 +171,18 @@ struct Tuning {
   // or nothing when it is skipped, rejected, stopped early (warm-up over early_stop x
   // `best`, when there is a best) or fails; each case is said.
   std::optional<double> time(const AlgorithmPtr& a, const TuneData& data, std::map<DeviceKind, DeviceData>& on_device,
-                             const std::vector<AlgorithmPtr>& usable, std::optional<double> best) const {
+                             std::optional<double> best) const {
     const std::string name = padded(a->name(), 18);
     const DeviceKind dev = a->device();
-    const std::size_t need = a->workspace_bytes(p);
+    std::size_t need = 0;
     std::vector<double> times;
     try {
       auto it = on_device.find(dev);
-      if (it == on_device.end()) it = on_device.emplace(dev, DeviceData(data, dev, usable, p)).first;
+      if (it == on_device.end()) it = on_device.emplace(dev, DeviceData(data, dev)).first;
+      need = a->workspace_bytes(p);
       DeviceData& d = it->second;
-      if (need > d.ws_bytes) {
-        say(msg("[metaopt]   ", name, " skipped: cannot allocate ", bytes_text_iec(static_cast<double>(need)), " of workspace"));
+      if (const std::optional<std::string> why = d.ensure_workspace(need)) {
+        say(msg("[metaopt]   ", name, " skipped: ", *why));
         return std::nullopt;
       }
       d.reset_output(data);  // NaN garbage: catches algorithms that leave part of the output unwritten
@@ -202,6 +213,11 @@ struct Tuning {
       }
     } catch (const std::exception& e) {  // allocation failure, a device error...: skipped, not fatal
       say(msg("[metaopt]   ", name, " failed: ", e.what()));
+    } catch (const DeviceContextError& e) {
+      // Every later candidate would fail the same way: timing them would only pick a
+      // winner by accident. Stop, and let the caller see why.
+      say(msg("[metaopt]   ", name, " failed: ", e.what(), "; the device context is lost, tuning stops"));
+      throw;
       return std::nullopt;
     }
     const double med = median(times);
@@ -260,7 +276,7 @@ TuneOutcome tune_conv(const ConvProblem& p, const ConvCandidates& candidates, co
               seconds_text(o.budget_seconds), " is spent"));
       continue;
     }
-    const std::optional<double> med = tuning.time(a, data, on_device, usable, best);
+    const std::optional<double> med = tuning.time(a, data, on_device, best);
     if (!med) continue;
     ++out.timed;
     if (!best || *med < *best) {  // ties keep the higher-priority candidate

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "convgraph/backends/cpu/cpu_isa.hpp"
+#include "convgraph/backends/cuda.hpp"
 #include "convgraph/backends/kernel_registry.hpp"
 #include "convgraph/core/print.hpp"
 #include "convgraph/optimizer/optimize.hpp"
@@ -241,6 +242,7 @@ struct Function::Impl {
       const TensorType& want = ins[i].type();
       const Tensor& a = args[i];
       if (!a.defined()) throw ValueError(msg("Function call: ", arg_label(i, ins[i]), " is an undefined tensor"));
+    if (dynamic_cast<const DeviceContextError*>(&e)) throw DeviceContextError(what);
       if (a.dtype() != want.dtype)
         throw TypeError(msg("Function call: ", arg_label(i, ins[i]), " has dtype ", dtype_name(a.dtype()),
                             " but the input is declared ", want.to_string()));

@@ -1,9 +1,15 @@
 // cuda.cudnn.<direction>.<algorithm>: one ConvAlgorithm per cuDNN legacy algorithm.
 // applicable() = GPU present + plan (cudnn_plan.hpp) + documented limits
-// (cudnn_algorithms.hpp) + cuDNN's own workspace query, whose NOT_SUPPORTED is a decline.
+// (cudnn_algorithms.hpp) + cuDNN's enumeration (cudnnGetConvolution*Algorithm_v7 lists
+// the algorithm with SUCCESS) + its workspace query. NOT_SUPPORTED anywhere, the
+// convolution call included, is a decline that is remembered; a dead context is thrown.
+#include <algorithm>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
+#include <vector>
 
 #include "backends/cuda/conv_drivers.hpp"
 #include "backends/cuda/cuda_check.hpp"
@@ -41,53 +47,154 @@ struct Query {
   std::string reason;
 };
 
-/// cuDNN's workspace answer for one (algorithm, plan), cached: the query can cost a
-/// fraction of a millisecond and the meta-optimizer asks repeatedly. cuDNN's verdicts
-/// are cached, failures to ask are not.
-Query query_workspace(const CudnnAlgoInfo& a, const CudnnConvPlan& plan) {
-  static std::mutex mu;
-  static std::unordered_map<std::string, Query> cache;
-  const std::string key = a.name() + "|" + plan.to_string();
-  {
-    std::lock_guard lock(mu);
-    if (auto it = cache.find(key); it != cache.end()) return it->second;
+/// cuDNN's verdicts by key, kept for the process: asking costs up to a millisecond and
+/// the meta-optimizer asks repeatedly. Only verdicts are kept, never a failure to ask.
+class VerdictCache {
+ public:
+  std::optional<Query> find(const std::string& key) {
+    std::lock_guard lock(mu_);
+    auto it = map_.find(key);
+    if (it == map_.end()) return std::nullopt;
+    return it->second;
   }
+  void put(const std::string& key, const Query& q) {
+    std::lock_guard lock(mu_);
+    map_[key] = q;
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<std::string, Query> map_;
+};
+
+VerdictCache& verdicts() {
+  static auto* c = new VerdictCache;  // leaked, like every cache used from kernels
+  return *c;
+}
+
+std::string verdict_key(const CudnnAlgoInfo& a, const CudnnConvPlan& plan) { return a.name() + "|" + plan.to_string(); }
+
+/// A status that is cuDNN's answer about the problem (kept), not a failure to answer.
+bool is_verdict(cudnnStatus_t st) {
+  return cudnn_not_supported(st) || CUDNN_STATUS_CATEGORY(st) == CUDNN_STATUS_BAD_PARAM;
+}
+
+std::string status_text(cudnnStatus_t st) {
+  const std::string detail = cudnn_error_detail(st);
+  return msg(cudnnGetErrorString(st), detail.empty() ? "" : ": ", detail);
+}
+
+/// The algorithms cudnnGetConvolution*Algorithm_v7 lists for the plan's direction, each
+/// with its best status (SUCCESS when any of its entries, e.g. per math type, succeeds).
+template <class Perf>
+std::map<int, cudnnStatus_t> listing(const std::vector<Perf>& perf, int returned) {
+  std::map<int, cudnnStatus_t> out;
+  for (int i = 0; i < returned; ++i) {
+    const Perf& r = perf[static_cast<std::size_t>(i)];
+    auto [it, fresh] = out.emplace(static_cast<int>(r.algo), r.status);
+    if (!fresh && r.status == CUDNN_STATUS_SUCCESS) it->second = r.status;
+  }
+  return out;
+}
+
+/// Throws DeviceError when cuDNN cannot answer; NOT_SUPPORTED / BAD_PARAM answers come
+/// back as an empty listing.
+std::map<int, cudnnStatus_t> enumerate(ConvDirection dir, cudnnHandle_t h, const CudnnDescriptors& d) {
+  int max = 0, returned = 0;
+  cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+  switch (dir) {
+    case ConvDirection::forward: {
+      CG_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max));
+      std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<std::size_t>(std::max(max, 1)));
+      st = cudnnGetConvolutionForwardAlgorithm_v7(h, d.x.get(), d.w.get(), d.conv.get(), d.y.get(), max, &returned,
+                                                  perf.data());
+      if (st == CUDNN_STATUS_SUCCESS) return listing(perf, returned);
+      break;
+    }
+    case ConvDirection::grad_inputs: {
+      CG_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max));
+      std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(static_cast<std::size_t>(std::max(max, 1)));
+      st = cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w.get(), d.y.get(), d.conv.get(), d.x.get(), max,
+                                                       &returned, perf.data());
+      if (st == CUDNN_STATUS_SUCCESS) return listing(perf, returned);
+      break;
+    }
+    case ConvDirection::grad_weights: {
+      CG_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &max));
+      std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(static_cast<std::size_t>(std::max(max, 1)));
+      st = cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x.get(), d.y.get(), d.conv.get(), d.w.get(), max,
+                                                         &returned, perf.data());
+      if (st == CUDNN_STATUS_SUCCESS) return listing(perf, returned);
+      break;
+    }
+  }
+  if (is_verdict(st)) return {};
+  CG_CUDNN_CHECK(st);
+  return {};
+}
+
+cudnnStatus_t workspace_size(const CudnnAlgoInfo& a, cudnnHandle_t h, const CudnnDescriptors& d, std::size_t* bytes) {
+  switch (a.direction) {
+    case ConvDirection::forward:
+      return cudnnGetConvolutionForwardWorkspaceSize(h, d.x.get(), d.w.get(), d.conv.get(), d.y.get(),
+                                                     static_cast<cudnnConvolutionFwdAlgo_t>(a.algo), bytes);
+    case ConvDirection::grad_inputs:
+      return cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w.get(), d.y.get(), d.conv.get(), d.x.get(),
+                                                          static_cast<cudnnConvolutionBwdDataAlgo_t>(a.algo), bytes);
+    case ConvDirection::grad_weights:
+      return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x.get(), d.y.get(), d.conv.get(), d.w.get(),
+                                                            static_cast<cudnnConvolutionBwdFilterAlgo_t>(a.algo),
+                                                            bytes);
+  }
+  return CUDNN_STATUS_BAD_PARAM;
+}
+
+/// cuDNN's answer for one (algorithm, plan): the algorithm must be listed with SUCCESS by
+/// the _v7 query (cuDNN's enumeration of what it can run here) and its workspace query
+/// must succeed. A dead context (DeviceContextError) propagates: it is no answer at all.
+Query query_workspace(const CudnnAlgoInfo& a, const CudnnConvPlan& plan) {
+  const std::string key = verdict_key(a, plan);
+  if (std::optional<Query> q = verdicts().find(key)) return *q;
   Query q;
   try {
     const CudnnDescriptors d(plan);
     const cudnnHandle_t h = cudnn_handle(as_stream(nullptr));
-    cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
-    switch (a.direction) {
-      case ConvDirection::forward:
-        st = cudnnGetConvolutionForwardWorkspaceSize(h, d.x.get(), d.w.get(), d.conv.get(), d.y.get(),
-                                                     static_cast<cudnnConvolutionFwdAlgo_t>(a.algo), &q.bytes);
-        break;
-      case ConvDirection::grad_inputs:
-        st = cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w.get(), d.y.get(), d.conv.get(), d.x.get(),
-                                                          static_cast<cudnnConvolutionBwdDataAlgo_t>(a.algo),
-                                                          &q.bytes);
-        break;
-      case ConvDirection::grad_weights:
-        st = cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x.get(), d.y.get(), d.conv.get(), d.w.get(),
-                                                            static_cast<cudnnConvolutionBwdFilterAlgo_t>(a.algo),
-                                                            &q.bytes);
-        break;
-    }
-    if (st == CUDNN_STATUS_SUCCESS) {
-      q.ok = true;
+    const std::map<int, cudnnStatus_t> listed = enumerate(a.direction, h, d);
+    const auto it = listed.find(a.algo);
+    if (it == listed.end()) {
+      q.reason = msg(a.name(), ": cuDNN's algorithm query (_v7) does not list it for this problem");
+    } else if (it->second != CUDNN_STATUS_SUCCESS) {
+      q.reason = msg(a.name(), ": cuDNN's algorithm query (_v7) lists it as ", cudnnGetErrorString(it->second));
     } else {
-      const std::string detail = cudnn_error_detail(st);
-      q.reason = msg(a.name(), ": cuDNN ", cudnn_not_supported(st) ? "does not support" : "rejects",
-                     " this problem (", cudnnGetErrorString(st), detail.empty() ? "" : ": ", detail, ")");
+      const cudnnStatus_t st = workspace_size(a, h, d, &q.bytes);
+      if (st == CUDNN_STATUS_SUCCESS) {
+        q.ok = true;
+      } else if (is_verdict(st)) {
+        q.reason = msg(a.name(), ": cuDNN ", cudnn_not_supported(st) ? "does not support" : "rejects",
+                       " this problem (", status_text(st), ")");
+      } else {
+        CG_CUDNN_CHECK(st);  // throws: DeviceContextError on a dead context
+      }
     }
+  } catch (const DeviceContextError&) {
+    throw;
   } catch (const Error& e) {
-    // Descriptor or handle trouble (e.g. out of memory) may pass: answer, do not cache.
+    // Descriptor or handle trouble (e.g. out of memory) may pass: answer, do not keep.
     q.reason = msg(a.name(), ": ", e.what());
     return q;
   }
-  std::lock_guard lock(mu);
-  cache.emplace(key, q);
+  verdicts().put(key, q);
   return q;
+}
+
+/// A NOT_SUPPORTED status from the convolution call itself: kept as the verdict, so
+/// applicable() declines the problem from now on, and thrown.
+[[noreturn]] void decline_at_run_time(const CudnnAlgoInfo& a, const CudnnConvPlan& plan, const ConvProblem& p,
+                                      cudnnStatus_t st) {
+  Query q;
+  q.reason = msg(a.name(), ": cuDNN declined this problem at run time (", status_text(st), ")");
+  verdicts().put(verdict_key(a, plan), q);
+  throw DeviceError(msg(q.reason, " for ", p.key(), "; applicable() declines it from now on"));
 }
 
 kernels::Elem elem_of(DType t) {
@@ -148,24 +255,29 @@ class CudnnConvAlgorithm final : public ConvAlgorithm {
     const bool dbl = p.dtype == DType::float64;
     const void* alpha = dbl ? static_cast<const void*>(&one_d) : &one_f;
     const void* beta = dbl ? static_cast<const void*>(&zero_d) : &zero_f;
+    cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
     switch (p.direction) {
       case ConvDirection::forward:
-        CG_CUDNN_CHECK(cudnnConvolutionForward(h, alpha, d.x.get(), x, d.w.get(), t.w, d.conv.get(),
-                                               static_cast<cudnnConvolutionFwdAlgo_t>(info_.algo), cudnn_ws,
-                                               q.bytes, beta, d.y.get(), t.y));
+        st = cudnnConvolutionForward(h, alpha, d.x.get(), x, d.w.get(), t.w, d.conv.get(),
+                                     static_cast<cudnnConvolutionFwdAlgo_t>(info_.algo), cudnn_ws, q.bytes, beta,
+                                     d.y.get(), t.y);
         break;
       case ConvDirection::grad_inputs:
-        CG_CUDNN_CHECK(cudnnConvolutionBackwardData(h, alpha, d.w.get(), t.w, d.y.get(), t.y, d.conv.get(),
-                                                    static_cast<cudnnConvolutionBwdDataAlgo_t>(info_.algo),
-                                                    cudnn_ws, q.bytes, beta, d.x.get(), x));
-        if (pad) kernels::gather_nd(elem_of(p.dtype), x, t.x, cudnn_pad_spec(p, plan.explicit_pad, true), 1.0, stream);
+        st = cudnnConvolutionBackwardData(h, alpha, d.w.get(), t.w, d.y.get(), t.y, d.conv.get(),
+                                          static_cast<cudnnConvolutionBwdDataAlgo_t>(info_.algo), cudnn_ws, q.bytes,
+                                          beta, d.x.get(), x);
         break;
       case ConvDirection::grad_weights:
-        CG_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, alpha, d.x.get(), x, d.y.get(), t.y, d.conv.get(),
-                                                      static_cast<cudnnConvolutionBwdFilterAlgo_t>(info_.algo),
-                                                      cudnn_ws, q.bytes, beta, d.w.get(), t.w));
+        st = cudnnConvolutionBackwardFilter(h, alpha, d.x.get(), x, d.y.get(), t.y, d.conv.get(),
+                                            static_cast<cudnnConvolutionBwdFilterAlgo_t>(info_.algo), cudnn_ws,
+                                            q.bytes, beta, d.w.get(), t.w);
         break;
     }
+    // The _v7 listing and the workspace query are heuristics: the call may still refuse.
+    if (cudnn_not_supported(st)) decline_at_run_time(info_, plan, p, st);
+    CG_CUDNN_CHECK(st);
+    if (pad && p.direction == ConvDirection::grad_inputs)
+      kernels::gather_nd(elem_of(p.dtype), x, t.x, cudnn_pad_spec(p, plan.explicit_pad, true), 1.0, stream);
   }
 
  private:

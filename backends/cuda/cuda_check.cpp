@@ -4,6 +4,8 @@
 #include <cstring>
 #include <string_view>
 
+#include "convgraph/backends/cuda.hpp"
+
 namespace convgraph::cuda {
 
 namespace {
@@ -24,15 +26,52 @@ std::string_view function_of(const char* expr) {
 }  // namespace
 
 void throw_device_error(const char* api, const char* expr, long long code, const std::string& code_name,
-                        const std::string& detail, const char* file, int line) {
+                        const std::string& detail, const char* file, int line, cudaError_t lost) {
   std::string m = msg(api, ": ", function_of(expr), " failed: ", code_name, " (", code, ")");
   if (!detail.empty() && detail != code_name) m += msg(": ", detail);
   m += msg(" [", expr, "] at ", short_path(file), ":", line);
-  throw DeviceError(m);
+  if (lost == cudaSuccess) throw DeviceError(m);
+  throw DeviceContextError(msg(m, "; the CUDA context is lost (", cudaGetErrorName(lost),
+                               "): every later CUDA call in this process fails, restart it"));
+}
+
+bool cuda_error_is_sticky(cudaError_t e) {
+  // The codes driver_types.h describes as leaving "the process in an inconsistent state",
+  // plus the uncorrectable hardware errors.
+  switch (static_cast<int>(e)) {
+    case cudaErrorECCUncorrectable:
+    case cudaErrorNvlinkUncorrectable:
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorAssert:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorLaunchFailure:
+    case cudaErrorMpsClientTerminated:
+    // By number: older CUDA 12 headers (a toolkit from wheels) may lack the names.
+    case 226:  // cudaErrorContained
+    case 721:  // cudaErrorTensorMemoryLeak
+    case 911:  // cudaErrorExternalDevice
+      return true;
+    default:
+      return false;
+  }
+}
+
+cudaError_t sticky_context_error() {
+  // A sticky error is returned by every later call; synchronising also surfaces a
+  // kernel fault still in flight.
+  const cudaError_t e = cudaDeviceSynchronize();
+  if (e == cudaSuccess) return cudaSuccess;
+  (void)cudaGetLastError();
+  return cuda_error_is_sticky(e) ? e : cudaSuccess;
 }
 
 const char* cufft_result_name(cufftResult r) {
-  switch (r) {
+  switch (static_cast<int>(r)) {
     case CUFFT_SUCCESS: return "CUFFT_SUCCESS";
     case CUFFT_INVALID_PLAN: return "CUFFT_INVALID_PLAN";
     case CUFFT_ALLOC_FAILED: return "CUFFT_ALLOC_FAILED";
@@ -47,10 +86,11 @@ const char* cufft_result_name(cufftResult r) {
     case CUFFT_NO_WORKSPACE: return "CUFFT_NO_WORKSPACE";
     case CUFFT_NOT_IMPLEMENTED: return "CUFFT_NOT_IMPLEMENTED";
     case CUFFT_NOT_SUPPORTED: return "CUFFT_NOT_SUPPORTED";
-    case CUFFT_MISSING_DEPENDENCY: return "CUFFT_MISSING_DEPENDENCY";
-    case CUFFT_NVRTC_FAILURE: return "CUFFT_NVRTC_FAILURE";
-    case CUFFT_NVJITLINK_FAILURE: return "CUFFT_NVJITLINK_FAILURE";
-    case CUFFT_NVSHMEM_FAILURE: return "CUFFT_NVSHMEM_FAILURE";
+    // By number: older cuFFT headers (CUDA 12 wheels) may lack the names.
+    case 17: return "CUFFT_MISSING_DEPENDENCY";
+    case 18: return "CUFFT_NVRTC_FAILURE";
+    case 19: return "CUFFT_NVJITLINK_FAILURE";
+    case 20: return "CUFFT_NVSHMEM_FAILURE";
   }
   return "CUFFT_UNKNOWN_ERROR";
 }

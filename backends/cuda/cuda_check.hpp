@@ -17,11 +17,21 @@
 
 namespace convgraph::cuda {
 
-/// Builds the message and throws DeviceError. `api` is the library ("CUDA", "cuDNN", ...),
-/// `code_name` the status enumerator name, `detail` the library's explanation.
+/// Builds the message and throws DeviceError, or DeviceContextError when `lost` names the
+/// sticky CUDA error that corrupted the context (cudaSuccess: none). `api` is the library
+/// ("CUDA", "cuDNN", ...), `code_name` the status enumerator name, `detail` the library's
+/// explanation.
 [[noreturn]] void throw_device_error(const char* api, const char* expr, long long code,
                                      const std::string& code_name, const std::string& detail,
-                                     const char* file, int line);
+                                     const char* file, int line, cudaError_t lost = cudaSuccess);
+
+/// Whether CUDA documents `e` as leaving the context unusable for the rest of the process
+/// (illegal address, launch failure, assertion, uncorrectable ECC, ...).
+bool cuda_error_is_sticky(cudaError_t e);
+/// The sticky error the context is in, or cudaSuccess. Asked after a library call failed
+/// with an execution or internal status, to tell a dead context from an ordinary failure;
+/// it waits for the device, so only on such failure paths.
+cudaError_t sticky_context_error();
 
 /// "CUFFT_INVALID_SIZE" etc.; cuFFT has no string function of its own.
 const char* cufft_result_name(cufftResult r);
@@ -33,19 +43,29 @@ inline bool cudnn_not_supported(cudnnStatus_t s) { return CUDNN_STATUS_CATEGORY(
 inline void check_cuda(cudaError_t e, const char* expr, const char* file, int line) {
   if (e == cudaSuccess) return;
   (void)cudaGetLastError();  // clear a non-sticky error so later calls are not blamed for it
-  throw_device_error("CUDA", expr, e, cudaGetErrorName(e), cudaGetErrorString(e), file, line);
+  throw_device_error("CUDA", expr, e, cudaGetErrorName(e), cudaGetErrorString(e), file, line,
+                     cuda_error_is_sticky(e) ? e : cudaSuccess);
+}
+// The libraries report a kernel fault as an execution (or internal) failure of their own.
+inline bool cudnn_may_be_sticky(cudnnStatus_t s) {
+  return CUDNN_STATUS_CATEGORY(s) == CUDNN_STATUS_EXECUTION_FAILED || CUDNN_STATUS_CATEGORY(s) == CUDNN_STATUS_INTERNAL_ERROR;
 }
 inline void check_cudnn(cudnnStatus_t s, const char* expr, const char* file, int line) {
   if (s == CUDNN_STATUS_SUCCESS) return;
-  throw_device_error("cuDNN", expr, s, cudnnGetErrorString(s), cudnn_error_detail(s), file, line);
+  const std::string detail = cudnn_error_detail(s);
+  throw_device_error("cuDNN", expr, s, cudnnGetErrorString(s), detail, file, line,
+                     cudnn_may_be_sticky(s) ? sticky_context_error() : cudaSuccess);
 }
 inline void check_cublas(cublasStatus_t s, const char* expr, const char* file, int line) {
   if (s == CUBLAS_STATUS_SUCCESS) return;
-  throw_device_error("cuBLAS", expr, s, cublasGetStatusName(s), cublasGetStatusString(s), file, line);
+  const bool may = s == CUBLAS_STATUS_EXECUTION_FAILED || s == CUBLAS_STATUS_INTERNAL_ERROR;
+  throw_device_error("cuBLAS", expr, s, cublasGetStatusName(s), cublasGetStatusString(s), file, line,
+                     may ? sticky_context_error() : cudaSuccess);
 }
 inline void check_cufft(cufftResult r, const char* expr, const char* file, int line) {
   if (r == CUFFT_SUCCESS) return;
-  throw_device_error("cuFFT", expr, r, cufft_result_name(r), "", file, line);
+  const bool may = r == CUFFT_EXEC_FAILED || r == CUFFT_INTERNAL_ERROR;
+  throw_device_error("cuFFT", expr, r, cufft_result_name(r), "", file, line, may ? sticky_context_error() : cudaSuccess);
 }
 
 }  // namespace convgraph::cuda

@@ -5,9 +5,9 @@
 #include <bit>
 #include <cstring>
 #include <mutex>
-#include <unordered_map>
 #include <vector>
 
+#include "backends/cuda/block_cache.hpp"
 #include "backends/cuda/cuda_check.hpp"
 #include "backends/cuda/cuda_handles.hpp"
 #include "convgraph/backends/cuda.hpp"
@@ -82,20 +82,63 @@ std::size_t cuda_size_class(std::size_t bytes) {
 
 namespace {
 
-class CachingAllocator {
+/// Events for the block cache, recycled through a pool (creating one costs microseconds).
+class CudaStreamClock final : public cuda::StreamClock {
  public:
-  void* allocate(std::size_t cls) {
+  void* record(const cuda::StreamKey& s) override {
+    cudaEvent_t ev = nullptr;
     {
       std::lock_guard lock(mu_);
-      auto it = free_.find(cls);
-      if (it != free_.end() && !it->second.empty()) {
-        void* p = it->second.back();
-        it->second.pop_back();
-        stats_.bytes_cached -= cls;
-        note_in_use(cls);
-        ++stats_.cache_hits;
-        return p;
+      if (!pool_.empty()) {
+        ev = pool_.back();
+        pool_.pop_back();
       }
+    }
+    if (!ev && cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return nullptr;
+    }
+    // Another thread's per-thread default stream cannot be named from here: the legacy
+    // default stream waits for every blocking stream, that one included (conservative).
+    const bool foreign = s.thread != 0 && s.thread != cuda::this_thread_serial();
+    const cudaStream_t stream = foreign ? cudaStreamLegacy : static_cast<cudaStream_t>(s.stream);
+    if (cudaEventRecord(ev, stream) != cudaSuccess) {
+      (void)cudaGetLastError();
+      cudaEventDestroy(ev);
+      return nullptr;
+    }
+    return ev;
+  }
+  bool done(void* event) override {
+    const cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(event));
+    if (e == cudaSuccess) return true;
+    (void)cudaGetLastError();  // cudaErrorNotReady, or a failure: not reusable yet either way
+    return false;
+  }
+  void release(void* event) override {
+    std::lock_guard lock(mu_);
+    pool_.push_back(static_cast<cudaEvent_t>(event));
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<cudaEvent_t> pool_;
+};
+
+/// The stream identity of work queued on `stream` by the calling thread.
+cuda::StreamKey stream_key(void* stream) {
+  const bool per_thread = stream == static_cast<void*>(cudaStreamPerThread);
+  return cuda::StreamKey{stream, per_thread ? cuda::this_thread_serial() : 0};
+}
+
+class CachingAllocator {
+ public:
+  void* allocate(std::size_t cls, const cuda::StreamKey& stream) {
+    if (void* p = cache_.take(cls, stream)) {
+      std::lock_guard lock(mu_);
+      note_in_use(cls);
+      ++stats_.cache_hits;
+      return p;
     }
     void* p = nullptr;
     cudaError_t e = cudaMalloc(&p, cls);
@@ -117,28 +160,32 @@ class CachingAllocator {
     return p;
   }
 
-  void release(void* p, std::size_t cls) {
+  /// Called from Storage deleters, so it never throws: a block that cannot be cached
+  /// is leaked rather than reused unsafely.
+  void release(void* p, std::size_t cls, const cuda::StreamKey& stream) noexcept {
+    try {
+      cache_.put(p, cls, stream);
+    } catch (...) {
+    }
     std::lock_guard lock(mu_);
-    free_[cls].push_back(p);
     stats_.bytes_in_use -= cls;
-    stats_.bytes_cached += cls;
   }
 
+  void forget_stream(void* stream) { cache_.forget_stream(stream); }
+
   void empty_cache() {
-    std::unordered_map<std::size_t, std::vector<void*>> blocks;
-    {
-      std::lock_guard lock(mu_);
-      blocks.swap(free_);
-      stats_.bytes_cached = 0;
-    }
-    // cudaFree waits for the device, so no queued kernel still uses a freed block.
-    for (auto& [cls, list] : blocks)
-      for (void* p : list) cudaFree(p);
+    const auto blocks = cache_.take_all();
+    if (blocks.empty()) return;
+    // Kernels queued before a block was freed may still run: wait for them first.
+    if (cudaDeviceSynchronize() != cudaSuccess) (void)cudaGetLastError();
+    for (const auto& [p, cls] : blocks) cudaFree(p);
   }
 
   CudaAllocatorStats stats() {
     std::lock_guard lock(mu_);
-    return stats_;
+    CudaAllocatorStats s = stats_;
+    s.bytes_cached = cache_.cached_bytes();
+    return s;
   }
 
  private:
@@ -146,8 +193,9 @@ class CachingAllocator {
     stats_.bytes_in_use += cls;
     stats_.peak_in_use = std::max(stats_.peak_in_use, stats_.bytes_in_use);
   }
+  CudaStreamClock clock_;
+  cuda::BlockCache cache_{clock_};
   std::mutex mu_;
-  std::unordered_map<std::size_t, std::vector<void*>> free_;
   CudaAllocatorStats stats_;
 };
 
@@ -163,11 +211,12 @@ CachingAllocator& pool() {
 std::shared_ptr<Storage> allocate_cuda(std::size_t bytes) {
   cuda::require_gpu("allocate_cuda");
   const std::size_t cls = cuda_size_class(bytes);
+  const cuda::StreamKey stream = stream_key(current_stream());
   auto s = std::make_shared<Storage>();
-  s->data = pool().allocate(cls);
+  s->data = pool().allocate(cls, stream);
   s->bytes = bytes;
   s->device = DeviceKind::cuda;
-  s->deleter = [cls](void* p) { pool().release(p, cls); };
+  s->deleter = [cls, stream](void* p) { pool().release(p, cls, stream); };
   return s;
 }
 
@@ -242,7 +291,10 @@ CudaStream::CudaStream() {
 }
 
 CudaStream::~CudaStream() {
-  if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+  if (!stream_) return;
+  cuda::release_stream_handles(static_cast<cudaStream_t>(stream_));
+  pool().forget_stream(stream_);  // a later stream may get the same handle
+  cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
 }
 
 CurrentStreamGuard::CurrentStreamGuard(void* stream) : previous_(tls_current_stream) {

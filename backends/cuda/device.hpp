@@ -21,9 +21,12 @@ namespace convgraph {
 /// the same shapes never reach cudaMalloc again. On cudaMalloc running out of memory the
 /// cached blocks are released and the call retried once.
 ///
-/// Stream rule: a freed block is handed out again without waiting for the GPU. That is
-/// correct when all work touching blocks runs on one stream, or when the caller
-/// synchronises before dropping the last reference (runtime/Function does the former).
+/// Stream rule: a block belongs to the calling thread's current stream at allocation.
+/// When it is freed, an event marks the work queued on that stream so far; the block is
+/// handed out again at once for work on the same stream (stream order protects it) and
+/// for another stream only once that event has completed (backends/cuda/block_cache.hpp).
+/// Work on a third stream that touches the block must be ordered before the free by
+/// the caller (an event or a synchronisation), as with any stream-ordered allocator.
 ///
 /// Throws DeviceError without a usable GPU or on a CUDA failure, MemoryError when the
 /// GPU is out of memory even after emptying the cache.
@@ -31,7 +34,7 @@ std::shared_ptr<Storage> allocate_cuda(std::size_t bytes);
 
 struct CudaAllocatorStats {
   std::size_t bytes_in_use = 0;   ///< rounded bytes held by live Storage objects
-  std::size_t bytes_cached = 0;   ///< rounded bytes sitting in free lists
+  std::size_t bytes_cached = 0;   ///< rounded bytes sitting in free lists (some may wait for an event)
   std::size_t peak_in_use = 0;
   std::size_t device_allocations = 0;  ///< cudaMalloc calls that succeeded
   std::size_t cache_hits = 0;          ///< requests served from a free list
@@ -41,6 +44,9 @@ CudaAllocatorStats cuda_allocator_stats();
 void cuda_empty_cache();
 /// The size class a request of `bytes` is rounded to (exposed for tests; GPU-free).
 std::size_t cuda_size_class(std::size_t bytes);
+/// Live cuDNN + cuBLAS handles over all threads and streams (for tests: they die with
+/// their stream or thread).
+std::size_t cuda_live_library_handles();
 
 struct CudaMemoryInfo {
   std::size_t free_bytes = 0;
@@ -69,7 +75,8 @@ void synchronize_stream(void* stream = nullptr);
 
 /// An owned stream, e.g. one per compiled Function, so two Functions called from
 /// different threads overlap on the GPU. Blocking with respect to the legacy default
-/// stream, so plain cudaMemcpy elsewhere still orders correctly.
+/// stream, so plain cudaMemcpy elsewhere still orders correctly. Destroying it releases
+/// the cuDNN / cuBLAS handles every thread bound to it; no thread may still use it then.
 class CudaStream {
  public:
   CudaStream();  ///< throws DeviceError without a GPU

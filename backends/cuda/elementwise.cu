@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "backends/cuda/kernel_math.hpp"
 #include "backends/cuda/launch.cuh"
 #include "backends/cuda/op_launch.hpp"
 
@@ -77,36 +78,34 @@ void by_size(Elem t, F&& f) {
 
 // ---- cast / fill ----------------------------------------------------------------------
 
-/// A value in transit: integers and bools keep all 64 bits, floats go through double.
-struct Value {
-  double d;
-  long long l;
-  bool integral;
-};
+// Conversions: kernel_math.hpp's CastValue rules (tested on the host); float16 and
+// bfloat16 go through double with CUDA's own conversions.
+using cuda::kernels::CastValue;
+using cuda::kernels::cast_load;
+using cuda::kernels::cast_store;
 
-__device__ Value load(Elem t, const void* p, long long i) {
+__device__ CastValue load(Elem t, const void* p, long long i) {
   switch (t) {
-    case Elem::f16: return {static_cast<double>(__half2float(static_cast<const __half*>(p)[i])), 0, false};
-    case Elem::bf16: return {static_cast<double>(__bfloat162float(static_cast<const __nv_bfloat16*>(p)[i])), 0, false};
-    case Elem::f32: return {static_cast<double>(static_cast<const float*>(p)[i]), 0, false};
-    case Elem::f64: return {static_cast<const double*>(p)[i], 0, false};
-    case Elem::i32: return {0, static_cast<long long>(static_cast<const std::int32_t*>(p)[i]), true};
-    case Elem::i64: return {0, static_cast<long long>(static_cast<const std::int64_t*>(p)[i]), true};
-    case Elem::b8: return {0, static_cast<const bool*>(p)[i] ? 1LL : 0LL, true};
+    case Elem::f16: return cast_load(static_cast<double>(__half2float(static_cast<const __half*>(p)[i])));
+    case Elem::bf16: return cast_load(static_cast<double>(__bfloat162float(static_cast<const __nv_bfloat16*>(p)[i])));
+    case Elem::f32: return cast_load(static_cast<const float*>(p)[i]);
+    case Elem::f64: return cast_load(static_cast<const double*>(p)[i]);
+    case Elem::i32: return cast_load(static_cast<const std::int32_t*>(p)[i]);
+    case Elem::i64: return cast_load(static_cast<const std::int64_t*>(p)[i]);
+    case Elem::b8: return cast_load(static_cast<const bool*>(p)[i]);
   }
-  return {0, 0, true};
+  return CastValue{};
 }
 
-__device__ void store(Elem t, void* p, long long i, Value v) {
-  const double d = v.integral ? static_cast<double>(v.l) : v.d;
+__device__ void store(Elem t, void* p, long long i, const CastValue& v) {
   switch (t) {
-    case Elem::f16: static_cast<__half*>(p)[i] = __double2half(d); break;
-    case Elem::bf16: static_cast<__nv_bfloat16*>(p)[i] = __double2bfloat16(d); break;
-    case Elem::f32: static_cast<float*>(p)[i] = static_cast<float>(d); break;
-    case Elem::f64: static_cast<double*>(p)[i] = d; break;
-    case Elem::i32: static_cast<std::int32_t*>(p)[i] = v.integral ? static_cast<std::int32_t>(v.l) : static_cast<std::int32_t>(d); break;
-    case Elem::i64: static_cast<std::int64_t*>(p)[i] = v.integral ? static_cast<std::int64_t>(v.l) : static_cast<std::int64_t>(d); break;
-    case Elem::b8: static_cast<bool*>(p)[i] = v.integral ? v.l != 0 : d != 0; break;
+    case Elem::f16: static_cast<__half*>(p)[i] = __double2half(cuda::kernels::cast_as_double(v)); break;
+    case Elem::bf16: static_cast<__nv_bfloat16*>(p)[i] = __double2bfloat16(cuda::kernels::cast_as_double(v)); break;
+    case Elem::f32: static_cast<float*>(p)[i] = cast_store<float>(v); break;
+    case Elem::f64: static_cast<double*>(p)[i] = cast_store<double>(v); break;
+    case Elem::i32: static_cast<std::int32_t*>(p)[i] = cast_store<std::int32_t>(v); break;
+    case Elem::i64: static_cast<std::int64_t*>(p)[i] = cast_store<std::int64_t>(v); break;
+    case Elem::b8: static_cast<bool*>(p)[i] = cast_store<bool>(v); break;
   }
 }
 
@@ -115,7 +114,7 @@ __global__ void cast_kernel(Elem from, const void* x, Elem to, void* y, long lon
 }
 
 __global__ void fill_kernel(Elem t, void* y, long long n, double value) {
-  CG_GRID_STRIDE_LOOP(i, n) { store(t, y, i, Value{value, 0, false}); }
+  CG_GRID_STRIDE_LOOP(i, n) { store(t, y, i, cast_load(value)); }
 }
 
 /// Calls f(T{}) for the four numeric compute types.

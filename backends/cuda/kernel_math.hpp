@@ -1,19 +1,32 @@
 #pragma once
 /// The per-element arithmetic of the CUDA backend's own kernels, as host+device inline
 /// functions over plain structs. The __global__ kernels (tensor_kernels.cu,
-/// conv_corrmm.cu, conv_fft.cu) are grid-stride loops around these, and GPU-free tests
-/// (tests/cuda/test_cuda_emulation.cpp) run the very same functions on the host.
+/// conv_corrmm.cu, conv_fft.cu, and for the DSL ops reduce.cu, softmax.cu and the cast
+/// of elementwise.cu) are loops around these, and GPU-free tests
+/// (tests/cuda/test_cuda_emulation.cpp, test_cuda_op_math.cpp) run the very same
+/// functions on the host, in every build, and compare them with the CPU kernels.
 /// C++17 and no CUDA header, so nvcc, g++ and the tests all include it.
 ///
 /// Spatial geometry always has 3 axes; unused axes have extent 1, stride 1, dilation 1
 /// and padding 0, so one code path serves 1D, 2D and 3D.
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
 #if defined(__CUDACC__)
+#include <cuda/std/limits>
 #define CG_HD __host__ __device__ __forceinline__
 #else
+#include <limits>
 #define CG_HD inline
 #endif
 
 namespace convgraph::cuda::kernels {
+
+#if defined(__CUDACC__)
+namespace lim = ::cuda::std;  // numeric_limits usable in device code
+#else
+namespace lim = ::std;
+#endif
 
 // ---- affine gather (tensor_kernels.cu) -----------------------------------------------
 
@@ -183,6 +196,113 @@ CG_HD C mac_value(MacMode mode, const C* a, const C* b, const MacShape& s, long 
     for (long long n = 0; n < s.N; ++n) complex_mac(acc, pa[n * s.C * F], pb[n * s.K * F], true);
   }
   return acc;
+}
+
+// ---- reductions (reduce.cu) ---------------------------------------------------------
+
+enum class RedOp { sum, mean, max, min };
+
+/// The accumulator: floats in double (as the CPU kernel), integers and bool in their type.
+template <class T>
+using ReduceAcc = std::conditional_t<std::is_floating_point<T>::value, double, T>;
+
+template <class T>
+CG_HD ReduceAcc<T> reduce_identity(RedOp op) {
+  using A = ReduceAcc<T>;
+  if (op == RedOp::sum || op == RedOp::mean) return A(0);
+  if constexpr (std::is_same<T, bool>::value) return op == RedOp::min;
+  else if constexpr (std::is_floating_point<T>::value)
+    return op == RedOp::max ? -lim::numeric_limits<A>::infinity() : lim::numeric_limits<A>::infinity();
+  else return op == RedOp::max ? lim::numeric_limits<A>::lowest() : lim::numeric_limits<A>::max();
+}
+
+/// a (op) b; max and min propagate a NaN from either side, as the CPU kernel does.
+template <class A>
+CG_HD A reduce_combine(RedOp op, A a, A b) {
+  if (op == RedOp::sum || op == RedOp::mean) return static_cast<A>(a + b);
+  if constexpr (std::is_floating_point<A>::value) {
+    if (a != a) return a;
+    if (b != b) return b;
+  }
+  return op == RedOp::max ? (b > a ? b : a) : (b < a ? b : a);
+}
+
+/// The output from the accumulator of `count` inputs (mean divides; integer mean truncates).
+template <class T>
+CG_HD T reduce_finish(RedOp op, ReduceAcc<T> a, long long count) {
+  if (op == RedOp::mean) return static_cast<T>(a / static_cast<ReduceAcc<T>>(count));
+  return static_cast<T>(a);
+}
+
+// ---- softmax family (softmax.cu) ---------------------------------------------------------
+// Per row of n: m = max (NaN-propagating), e_j = exp(x_j - m) in T, s = sum e_j in double;
+// softmax y_j = e_j * T(1 / s); log_softmax y_j = (x_j - m) - T(log s). Gradients with
+// st = T(sum_j term_j): log: g_j - exp(y_j) st; plain: y_j (g_j - st).
+
+/// The running row maximum; a NaN on either side wins (the row's outputs are then NaN).
+template <class V>
+CG_HD V softmax_max(V m, V v) {
+  return v > m || v != v ? v : m;
+}
+template <class T>
+CG_HD T softmax_exp(T x, T m) {
+  using std::exp;
+  return exp(x - m);
+}
+/// The factor every e_j is multiplied by.
+template <class T>
+CG_HD T softmax_scale(double s) {
+  return static_cast<T>(1.0 / s);
+}
+/// (x - m) - log(s), not x - (m + log(s)): m + log(s) would round log(s) away.
+template <class T>
+CG_HD T log_softmax_value(T x, T m, double s) {
+  using std::log;
+  return (x - m) - static_cast<T>(log(s));
+}
+template <class T>
+CG_HD double softmax_grad_term(bool log_out, T g, T y) {
+  return log_out ? static_cast<double>(g) : static_cast<double>(g) * static_cast<double>(y);
+}
+template <class T>
+CG_HD T softmax_grad_value(bool log_out, T g, T y, T st) {
+  using std::exp;
+  return log_out ? g - exp(y) * st : y * (g - st);
+}
+/// Whether class index c names one of n classes (out of range: take_class gives NaN,
+/// scatter_class skips, where the CPU throws).
+CG_HD bool class_in_range(long long c, long long n) { return c >= 0 && c < n; }
+
+// ---- cast and fill (elementwise.cu) ----------------------------------------------------
+
+/// A value in transit: integers and bools keep all 64 bits, floats go through double.
+struct CastValue {
+  double d = 0;
+  long long l = 0;
+  bool integral = false;
+};
+
+template <class T>
+CG_HD CastValue cast_load(T v) {
+  CastValue c;
+  if constexpr (std::is_floating_point<T>::value) {
+    c.d = static_cast<double>(v);
+  } else {
+    c.l = static_cast<long long>(v);
+    c.integral = true;
+  }
+  return c;
+}
+
+/// To T (float16/bfloat16 are stored from as_double() by the kernel's own conversion):
+/// bool is "nonzero", integers from integers wrap as C++ does, floats to integers
+/// truncate toward zero (NaN and out-of-range values are undefined, as in C++).
+CG_HD double cast_as_double(const CastValue& c) { return c.integral ? static_cast<double>(c.l) : c.d; }
+template <class T>
+CG_HD T cast_store(const CastValue& c) {
+  if constexpr (std::is_same<T, bool>::value) return c.integral ? c.l != 0 : c.d != 0;
+  else if constexpr (std::is_floating_point<T>::value) return static_cast<T>(cast_as_double(c));
+  else return c.integral ? static_cast<T>(c.l) : static_cast<T>(c.d);
 }
 
 }  // namespace convgraph::cuda::kernels

@@ -134,23 +134,33 @@ void matmul(const Tensor& a, const Tensor& b, Tensor& out, const Shape& batch, c
     launch::fill(elem(out.dtype()), out.raw(), out.numel(), 0.0, s);
     return;
   }
+  // cuBLAS takes sizes and leading dimensions as int; batches larger than that are split.
+  const int M = checked_int(m, "cuda matmul", "m (rows of a)");
+  const int N = checked_int(n, "cuda matmul", "n (columns of b)");
+  const int K = checked_int(k, "cuda matmul", "k (columns of a)");
   const bool dbl = a.dtype() == DType::float64;
   const std::size_t es = dtype_size(a.dtype());
   cublasHandle_t h = cuda::cublas_handle(s);
-  const int M = static_cast<int>(m), N = static_cast<int>(n), K = static_cast<int>(k);
   auto gemm = [&](const char* pa, const char* pb, char* pc, long long sa, long long sb, long long count) {
-    if (dbl) {
-      const double one = 1, zero = 0;
-      CG_CUBLAS_CHECK(cublasDgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one,
-                                                reinterpret_cast<const double*>(pb), N, sb,
-                                                reinterpret_cast<const double*>(pa), K, sa, &zero,
-                                                reinterpret_cast<double*>(pc), N, m * n, static_cast<int>(count)));
-    } else {
-      const float one = 1, zero = 0;
-      CG_CUBLAS_CHECK(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one,
-                                                reinterpret_cast<const float*>(pb), N, sb,
-                                                reinterpret_cast<const float*>(pa), K, sa, &zero,
-                                                reinterpret_cast<float*>(pc), N, m * n, static_cast<int>(count)));
+    constexpr long long kMaxBatch = 1LL << 30;
+    for (long long first = 0; first < count; first += kMaxBatch) {
+      const int c = static_cast<int>(std::min(kMaxBatch, count - first));
+      const char* a0 = pa + static_cast<std::size_t>(first * sa) * es;
+      const char* b0 = pb + static_cast<std::size_t>(first * sb) * es;
+      char* c0 = pc + static_cast<std::size_t>(first * m * n) * es;
+      if (dbl) {
+        const double one = 1, zero = 0;
+        CG_CUBLAS_CHECK(cublasDgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one,
+                                                  reinterpret_cast<const double*>(b0), N, sb,
+                                                  reinterpret_cast<const double*>(a0), K, sa, &zero,
+                                                  reinterpret_cast<double*>(c0), N, m * n, c));
+      } else {
+        const float one = 1, zero = 0;
+        CG_CUBLAS_CHECK(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one,
+                                                  reinterpret_cast<const float*>(b0), N, sb,
+                                                  reinterpret_cast<const float*>(a0), K, sa, &zero,
+                                                  reinterpret_cast<float*>(c0), N, m * n, c));
+      }
     }
   };
   const char* pa = static_cast<const char*>(a.raw());

@@ -2,11 +2,9 @@
 // Few long reductions (e.g. a loss summed to a scalar) take one block per output and a
 // shared-memory tree; many short ones (a bias gradient over the batch) one thread per
 // output, whose neighbours read neighbouring addresses.
-#include <cuda/std/limits>
-
 #include <cstdint>
-#include <type_traits>
 
+#include "backends/cuda/kernel_math.hpp"
 #include "backends/cuda/launch.cuh"
 #include "backends/cuda/op_launch.hpp"
 
@@ -16,36 +14,25 @@ using cuda::kernels::kThreads;
 
 namespace {
 
-/// Accumulation: floats in double (as the CPU kernel), integers and bools in their own type.
+using cuda::kernels::RedOp;
 template <class T>
-using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
+using Acc = cuda::kernels::ReduceAcc<T>;
 
+// The arithmetic is kernel_math.hpp's (tested on the host against the CPU kernel).
+__host__ __device__ constexpr RedOp red_op(ReduceCode k) {
+  return k == ReduceCode::sum ? RedOp::sum : k == ReduceCode::mean ? RedOp::mean : k == ReduceCode::max ? RedOp::max : RedOp::min;
+}
 template <class T, ReduceCode K>
 __device__ Acc<T> identity() {
-  using A = Acc<T>;
-  if constexpr (K == ReduceCode::sum || K == ReduceCode::mean) return A(0);
-  else if constexpr (std::is_same_v<T, bool>) return K == ReduceCode::min;
-  else if constexpr (std::is_floating_point_v<T>)
-    return K == ReduceCode::max ? -::cuda::std::numeric_limits<A>::infinity() : ::cuda::std::numeric_limits<A>::infinity();
-  else return K == ReduceCode::max ? ::cuda::std::numeric_limits<A>::lowest() : ::cuda::std::numeric_limits<A>::max();
+  return cuda::kernels::reduce_identity<T>(red_op(K));
 }
-
 template <class T, ReduceCode K>
 __device__ Acc<T> combine(Acc<T> a, Acc<T> b) {
-  if constexpr (K == ReduceCode::sum || K == ReduceCode::mean) {
-    return a + b;
-  } else {
-    if (a != a) return a;  // NaN propagates
-    if (b != b) return b;
-    if constexpr (K == ReduceCode::max) return b > a ? b : a;
-    else return b < a ? b : a;
-  }
+  return cuda::kernels::reduce_combine<Acc<T>>(red_op(K), a, b);
 }
-
 template <class T, ReduceCode K>
 __device__ T finish(Acc<T> a, long long count) {
-  if constexpr (K == ReduceCode::mean) return static_cast<T>(a / static_cast<Acc<T>>(count));
-  else return static_cast<T>(a);
+  return cuda::kernels::reduce_finish<T>(red_op(K), a, count);
 }
 
 template <class T, ReduceCode K>

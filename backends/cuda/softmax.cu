@@ -1,8 +1,10 @@
 // Row-wise softmax / log_softmax over the last axis with their fused gradients, and the
 // class-index take / scatter pair of categorical cross-entropy. One block per row
-// (grid-stride over rows); row sums are accumulated in double, as on the CPU.
+// (grid-stride over rows); row sums are accumulated in double, as on the CPU. The
+// per-element formulas are kernel_math.hpp's.
 #include <cstdint>
 
+#include "backends/cuda/kernel_math.hpp"
 #include "backends/cuda/launch.cuh"
 #include "backends/cuda/op_launch.hpp"
 
@@ -10,6 +12,7 @@ namespace convgraph::gpu::launch {
 
 using cuda::kernels::blocks_for;
 using cuda::kernels::kThreads;
+namespace km = cuda::kernels;  // the per-element formulas (kernel_math.hpp), tested on the host
 
 namespace {
 
@@ -21,7 +24,7 @@ __device__ V block_reduce(V v, V* scratch) {
   for (int s = blockDim.x / 2; s > 0; s /= 2) {
     if (static_cast<int>(threadIdx.x) < s) {
       const V o = scratch[threadIdx.x + s];
-      if constexpr (kMax) scratch[threadIdx.x] = o > scratch[threadIdx.x] || o != o ? o : scratch[threadIdx.x];
+      if constexpr (kMax) scratch[threadIdx.x] = cuda::kernels::softmax_max(scratch[threadIdx.x], o);
       else scratch[threadIdx.x] += o;
     }
     __syncthreads();
@@ -41,24 +44,19 @@ __global__ void softmax_kernel(bool log_out, const T* x, T* y, long long rows, l
     T* yr = y + r * n;
     // Subtracting the row maximum keeps exp() from overflowing.
     double m = static_cast<double>(xr[0]);
-    for (long long j = threadIdx.x; j < n; j += blockDim.x) {
-      const double v = static_cast<double>(xr[j]);
-      m = v > m || v != v ? v : m;
-    }
+    for (long long j = threadIdx.x; j < n; j += blockDim.x) m = km::softmax_max(m, static_cast<double>(xr[j]));
     const T mx = static_cast<T>(block_reduce<double, true>(m, scratch));
     double s = 0;
     for (long long j = threadIdx.x; j < n; j += blockDim.x) {
-      const T e = exp(xr[j] - mx);
+      const T e = km::softmax_exp(xr[j], mx);
       s += e;
       if (!log_out) yr[j] = e;
     }
     s = block_reduce<double, false>(s, scratch);
     if (log_out) {
-      // (x - m) - log(s), not x - (m + log(s)): m + log(s) would round away log(s).
-      const T ls = static_cast<T>(log(s));
-      for (long long j = threadIdx.x; j < n; j += blockDim.x) yr[j] = (xr[j] - mx) - ls;
+      for (long long j = threadIdx.x; j < n; j += blockDim.x) yr[j] = km::log_softmax_value(xr[j], mx, s);
     } else {
-      const T inv = static_cast<T>(1.0 / s);
+      const T inv = km::softmax_scale<T>(s);
       for (long long j = threadIdx.x; j < n; j += blockDim.x) yr[j] *= inv;
     }
   }
@@ -71,11 +69,9 @@ __global__ void softmax_grad_kernel(bool log_out, const T* gy, const T* y, T* gx
     const T *g = gy + r * n, *yr = y + r * n;
     T* o = gx + r * n;
     double s = 0;
-    for (long long j = threadIdx.x; j < n; j += blockDim.x)
-      s += log_out ? static_cast<double>(g[j]) : static_cast<double>(g[j]) * static_cast<double>(yr[j]);
+    for (long long j = threadIdx.x; j < n; j += blockDim.x) s += km::softmax_grad_term(log_out, g[j], yr[j]);
     const T st = static_cast<T>(block_reduce<double, false>(s, scratch));
-    for (long long j = threadIdx.x; j < n; j += blockDim.x)
-      o[j] = log_out ? g[j] - exp(yr[j]) * st : yr[j] * (g[j] - st);
+    for (long long j = threadIdx.x; j < n; j += blockDim.x) o[j] = km::softmax_grad_value(log_out, g[j], yr[j], st);
   }
 }
 
@@ -83,7 +79,7 @@ template <class T, class I>
 __global__ void take_class_kernel(const T* p, const I* idx, T* out, long long rows, long long n) {
   CG_GRID_STRIDE_LOOP(r, rows) {
     const long long c = static_cast<long long>(idx[r]);
-    out[r] = c >= 0 && c < n ? p[r * n + c] : static_cast<T>(nan(""));  // the CPU throws instead
+    out[r] = km::class_in_range(c, n) ? p[r * n + c] : static_cast<T>(nan(""));  // the CPU throws instead
   }
 }
 
@@ -91,7 +87,7 @@ template <class T, class I>
 __global__ void scatter_class_kernel(const T* g, const I* idx, T* out, long long rows, long long n) {
   CG_GRID_STRIDE_LOOP(r, rows) {
     const long long c = static_cast<long long>(idx[r]);
-    if (c >= 0 && c < n) out[r * n + c] = g[r];
+    if (km::class_in_range(c, n)) out[r * n + c] = g[r];
   }
 }
 

@@ -54,6 +54,11 @@ ReducePlan plan_reduce(const std::vector<std::int64_t>& shape, const std::vector
 /// `to` has 1 and `from` does not); throws ShapeError when `to` is not reachable.
 std::vector<int> sum_to_axes(const std::vector<std::int64_t>& from, const std::vector<std::int64_t>& to);
 
+/// `v` as the 32-bit int that cuBLAS (and the legacy cuDNN API) take for sizes, leading
+/// dimensions and batch counts; ValueError "<who>: <what> = v exceeds ..." when it does
+/// not fit.
+int checked_int(std::int64_t v, const char* who, const char* what);
+
 // ---- index arithmetic shared by kernels and host emulation --------------------------
 
 #if defined(__CUDACC__)

@@ -211,7 +211,7 @@ TEST_CASE("register_cuda_conv_algorithms lists cuDNN, then corrmm, then fft", "[
 TEST_CASE("without a GPU every CUDA algorithm declines, saying why, and run() throws", "[cuda_algos]") {
   const CudaInfo& info = cuda_info();
   if (info.available) {
-    WARN("a GPU is present (" << info.device_name << "): the no-GPU refusal path is not exercised");
+    WARN("SKIPPED: a GPU is present (" << info.device_name << "): the no-GPU refusal path is not exercised");
     return;
   }
   REQUIRE_FALSE(info.reason.empty());

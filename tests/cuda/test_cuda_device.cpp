@@ -6,7 +6,11 @@
 #include "convgraph/core/tensor.hpp"
 
 #if CONVGRAPH_WITH_CUDA
+#include <convgraph/convgraph.hpp>
+
 #include "backends/cuda/device.hpp"
+#include "backends/cuda/op_kernels.hpp"
+#include "support/child_process.hpp"
 #include "support/skip_without_gpu.hpp"
 
 using namespace convgraph;
@@ -34,7 +38,7 @@ TEST_CASE("cuda_info is probed once and reports why CUDA is unusable", "[cuda_de
 
 TEST_CASE("without a GPU, device memory, streams and timers throw DeviceError", "[cuda_device]") {
   if (cuda_info().available) {
-    WARN("a GPU is present: the no-GPU path is not exercised");
+    WARN("SKIPPED: a GPU is present (" << cuda_info().device_name << "): the no-GPU path is not exercised");
     return;
   }
   try {
@@ -156,6 +160,106 @@ TEST_CASE("GPU: owned streams and the event timer", "[cuda]") {
   s.synchronize();
   CudaEventTimer unused;
   CHECK_THROWS_AS(unused.elapsed_ms(), RuntimeError);
+}
+
+namespace {
+
+/// Queues a few milliseconds of GPU work on the current stream that reads `x` (a 4096^2
+/// float32 matrix product), so a block freed right after is still in use.
+void queue_busy_work(const Tensor& x, Tensor& out) {
+  gpu::matmul(x, x, out, {}, {}, {}, 4096, 4096, 4096, nullptr);
+}
+
+}  // namespace
+
+TEST_CASE("GPU: a freed block is reused at once on its stream, on another only when its work is done", "[cuda]") {
+  SKIP_WITHOUT_GPU();
+  CudaStream a, b;
+  Tensor x, out;
+  {
+    CurrentStreamGuard on_a(a.get());
+    x = to_device(Tensor::full(DType::float32, {4096, 4096}, 0.5), DeviceKind::cuda);
+    out = Tensor(allocate_cuda(x.nbytes()), DType::float32, x.shape());
+  }
+  constexpr std::size_t kBytes = 3 << 20;  // a size class nothing else here uses
+  void* first = nullptr;
+  {
+    CurrentStreamGuard on_a(a.get());
+    auto scratch = allocate_cuda(kBytes);
+    first = scratch->data;
+    queue_busy_work(x, out);  // work on a, then the scratch is freed while it runs
+  }
+  {
+    CurrentStreamGuard on_b(b.get());
+    auto other = allocate_cuda(kBytes);
+    CHECK(other->data != first);  // a's work is still queued: not handed to b
+  }
+  {
+    CurrentStreamGuard on_a(a.get());
+    queue_busy_work(x, out);
+    auto again = allocate_cuda(kBytes);
+    CHECK(again->data == first);  // same stream: stream order protects it, no wait
+  }
+  a.synchronize();
+  {
+    // b first gets back its own block, then a's, whose work is done now.
+    CurrentStreamGuard on_b(b.get());
+    auto own = allocate_cuda(kBytes);
+    auto from_a = allocate_cuda(kBytes);
+    CHECK(own->data != first);
+    CHECK(from_a->data == first);
+  }
+}
+
+TEST_CASE("GPU: destroying a stream releases the library handles bound to it", "[cuda]") {
+  SKIP_WITHOUT_GPU();
+  const std::size_t before = cuda_live_library_handles();
+  {
+    CudaStream s;
+    CurrentStreamGuard guard(s.get());
+    const Tensor m = to_device(Tensor::full(DType::float32, {8, 8}, 1.0), DeviceKind::cuda);
+    Tensor out(allocate_cuda(m.nbytes()), DType::float32, m.shape());
+    gpu::matmul(m, m, out, {}, {}, {}, 8, 8, 8, nullptr);  // creates a cuBLAS handle for s
+    s.synchronize();
+    CHECK(cuda_live_library_handles() == before + 1);
+  }
+  CHECK(cuda_live_library_handles() == before);
+}
+
+TEST_CASE("GPU: matmul sizes beyond cuBLAS's int are refused with ValueError", "[cuda]") {
+  SKIP_WITHOUT_GPU();
+  const Tensor m = to_device(Tensor::full(DType::float32, {2, 2}, 1.0), DeviceKind::cuda);
+  Tensor out(allocate_cuda(m.nbytes()), DType::float32, m.shape());
+  // Only the checks run: the sizes are refused before cuBLAS sees the (too small) buffers.
+  CHECK_THROWS_AS(gpu::matmul(m, m, out, {}, {}, {}, std::int64_t{1} << 31, 2, 2, nullptr), ValueError);
+  CHECK_THROWS_WITH(gpu::matmul(m, m, out, {}, {}, {}, 2, std::int64_t{1} << 32, 2, nullptr),
+                    Catch::Contains("cuda matmul: k (columns of a) = 4294967296"));
+}
+
+// Run in a process of its own by the case below: it corrupts the CUDA context on purpose.
+TEST_CASE("GPU child: an illegal address is a DeviceContextError and stops the meta-optimizer", "[.cuda_child]") {
+  REQUIRE(cuda_info().available);
+  auto bogus = std::make_shared<Storage>();
+  bogus->data = reinterpret_cast<void*>(std::uintptr_t{1} << 40);  // not device memory
+  bogus->bytes = 1 << 20;
+  bogus->device = DeviceKind::cuda;
+  const Tensor bad(bogus, DType::float32, {1 << 18});
+  Tensor out(allocate_cuda(bad.nbytes()), DType::float32, bad.shape());
+  gpu::unary(detail::UnaryKind::neg, 0, 0, bad, out, nullptr);
+  CHECK_THROWS_AS(synchronize_stream(), DeviceContextError);
+  CHECK_THROWS_AS(synchronize_stream(), DeviceContextError);  // sticky
+  // Tuning a convolution now must fail loudly, not fall back to priority lowering.
+  Var x = input(DType::float32, {2, 3, 8, 8}, "x");
+  Var w = input(DType::float32, {4, 3, 3, 3}, "w");
+  CHECK_THROWS_AS(compile({x, w}, {conv2d(x, w)},
+                          Mode::from_flags("device=cuda,optimizer_including=conv_meta,metaopt.cache=None")),
+                  DeviceContextError);
+}
+
+TEST_CASE("GPU: a lost CUDA context raises DeviceContextError and stops tuning (child process)", "[cuda]") {
+  SKIP_WITHOUT_GPU();
+  CHECK(test::run_test_in_new_process(
+            "GPU child: an illegal address is a DeviceContextError and stops the meta-optimizer", {}) == 0);
 }
 
 #else

@@ -3,6 +3,7 @@
 // algorithms whose speed (on that clock), correctness and applicability the test decides.
 #include <convgraph/backends/conv_algorithm.hpp>
 #include <convgraph/backends/cpu/reference.hpp>
+#include <convgraph/backends/cuda.hpp>
 #include <convgraph/convgraph.hpp>
 #include <convgraph/optimizer/conv_impl_op.hpp>
 #include <convgraph/optimizer/meta_optimizer.hpp>
@@ -44,6 +45,7 @@ class FakeAlgorithm final : public ConvAlgorithm {
   void run(const ConvProblem& p, const ConvTensors& t, const ConvContext&) const override {
     ++runs;
     if (throws) throw MemoryError(name_ + ": out of memory (fake)");
+    if (loses_context) throw DeviceContextError(name_ + ": an illegal address (fake)");
     reference_conv(p, t);
     if (clobber_input) {  // writes into an operand it must only read
       void* in = p.direction == ConvDirection::forward ? t.x : t.y;
@@ -61,6 +63,7 @@ class FakeAlgorithm final : public ConvAlgorithm {
 
   bool only_stride1 = false;
   bool throws = false;
+  bool loses_context = false;  ///< throws DeviceContextError, as after a kernel fault
   bool clobber_input = false;
   std::size_t workspace = 0;
   int version_ = 1;

@@ -99,6 +99,36 @@ TEST_CASE("metaopt: candidates that do not apply or need too much workspace are 
                            Contains("fake.hungry") && Contains("exceeds workspace_limit"));
 }
 
+TEST_CASE("metaopt: each candidate gets its own workspace; one too large costs only itself", "[optimizer][metaopt]") {
+  Bench b;
+  auto small = b.add("fake.small_ws", {"conv_gemm", "fast_run"}, 2e-3);
+  small->workspace = 1 << 20;
+  auto huge = b.add("fake.huge_ws", {"conv_direct", "fast_run"}, 1e-4);
+  huge->workspace = std::size_t{1} << 52;  // 4 PiB: no machine has it
+  auto none = b.add("fake.no_ws", {"conv_winograd", "fast_run"}, 3e-3);
+  Net n;
+  const auto g = optimized({n.x, n.w}, {n.y}, b.mode("workspace_limit=unlimited"));
+  CHECK(chosen(g) == std::vector<std::string>{"fake.small_ws"});
+  CHECK(small->runs == 4);  // timed, although the greediest candidate could not be served
+  CHECK(none->runs == 4);
+  CHECK(huge->runs == 0);
+  CHECK_THAT(b.text(), Contains("fake.huge_ws") && Contains("skipped: cannot allocate") && Contains("of workspace"));
+}
+
+TEST_CASE("metaopt: a lost device context stops tuning and reaches the caller", "[optimizer][metaopt]") {
+  Bench b;
+  auto first = b.add("fake.first", {"conv_gemm", "fast_run"}, 4e-3);
+  auto lost = b.add("fake.lost", {"conv_direct", "fast_run"}, 1e-4);
+  lost->loses_context = true;
+  auto after = b.add("fake.after", {"conv_winograd", "fast_run"}, 1e-3);
+  Net n;
+  CHECK_THROWS_AS(optimized({n.x, n.w}, {n.y}, b.mode()), DeviceContextError);
+  CHECK(first->runs == 4);
+  CHECK(after->runs == 0);  // not timed on a dead context, no silent fallback
+  CHECK_THAT(b.text(), Contains("fake.lost") && Contains("the device context is lost, tuning stops"));
+  CHECK_THAT(b.text(), !Contains("falling back"));
+}
+
 TEST_CASE("metaopt: metaopt.optimizer_including/excluding use Theano's multiset counts", "[optimizer][metaopt]") {
   Bench b;
   b.add("fake.gemm", {"conv_gemm", "fast_run"}, 3e-3);
