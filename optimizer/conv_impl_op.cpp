@@ -7,8 +7,8 @@
 #include <sstream>
 
 #include "convgraph/backends/cpu/reference.hpp"
-#include "convgraph/core/thread_pool.hpp"
 #include "convgraph/backends/cuda.hpp"
+#include "convgraph/core/thread_pool.hpp"
 #include "backends/cpu/conv_epilogue.hpp"
 #include "backends/device_buffers.hpp"
 #include "optimizer/text_util.hpp"
@@ -256,6 +256,8 @@ std::size_t ConvImplOp::workspace_bytes(const std::vector<TensorType>& inputs) c
   try {
     const ConvProblem p = problem(inputs);
     return select(p).workspace_bytes(p);
+  } catch (const DeviceContextError&) {
+    throw;
   } catch (const Error&) {
     return 0;  // perform() reports the problem with the real arguments
   }
@@ -268,8 +270,6 @@ void ConvImplOp::perform(const std::vector<Tensor>& inputs, Tensor& output, cons
   const std::size_t extra = epilogue_inputs();
   if (extra > 0 ? inputs.size() != 2 + extra : inputs.size() < 2 || inputs.size() > 3)
     throw RuntimeError(msg(who, ": expects 2 operands and ",
-  } catch (const DeviceContextError&) {
-    throw;
                            extra > 0 ? msg(extra, " epilogue input(s)") : std::string("an optional shape source"),
                            ", got ", inputs.size(), " inputs"));
   std::vector<TensorType> types;

@@ -108,9 +108,9 @@ struct DeviceData {
     } catch (const Error& e) {
       return msg("cannot allocate ", bytes_text_iec(static_cast<double>(need)), " of workspace: ", e.what());
     }
+    return std::nullopt;
   }
   void reset_output(const TuneData& host) {
-    return std::nullopt;
     Tensor garbage(host.out.dtype(), host.out.shape());
     fill_nan(garbage);
     if (device == DeviceKind::cpu) out = garbage;
@@ -177,9 +177,9 @@ struct Tuning {
     std::size_t need = 0;
     std::vector<double> times;
     try {
+      need = a->workspace_bytes(p);
       auto it = on_device.find(dev);
       if (it == on_device.end()) it = on_device.emplace(dev, DeviceData(data, dev)).first;
-      need = a->workspace_bytes(p);
       DeviceData& d = it->second;
       if (const std::optional<std::string> why = d.ensure_workspace(need)) {
         say(msg("[metaopt]   ", name, " skipped: ", *why));

@@ -230,6 +230,7 @@ struct Function::Impl {
     if (dynamic_cast<const ValueError*>(&e)) throw ValueError(what);
     if (dynamic_cast<const MismatchError*>(&e)) throw MismatchError(what);
     if (dynamic_cast<const MemoryError*>(&e)) throw MemoryError(what);
+    if (dynamic_cast<const DeviceContextError*>(&e)) throw DeviceContextError(what);
     if (dynamic_cast<const DeviceError*>(&e)) throw DeviceError(what);
     throw RuntimeError(what);
   }
@@ -242,7 +243,6 @@ struct Function::Impl {
       const TensorType& want = ins[i].type();
       const Tensor& a = args[i];
       if (!a.defined()) throw ValueError(msg("Function call: ", arg_label(i, ins[i]), " is an undefined tensor"));
-    if (dynamic_cast<const DeviceContextError*>(&e)) throw DeviceContextError(what);
       if (a.dtype() != want.dtype)
         throw TypeError(msg("Function call: ", arg_label(i, ins[i]), " has dtype ", dtype_name(a.dtype()),
                             " but the input is declared ", want.to_string()));
