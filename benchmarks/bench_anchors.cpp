@@ -11,6 +11,7 @@
 #include <optional>
 #include <thread>
 
+#include <nlohmann/json.hpp>
 #include <unistd.h>
 #include <unordered_map>
 
@@ -19,6 +20,7 @@
 #endif
 
 #include "benchmarks/bench_anchors_dnnl.hpp"
+#include "benchmarks/bench_cli.hpp"
 #include "benchmarks/bench_common.hpp"
 #include "convgraph/core/error.hpp"
 #include "convgraph/optimizer/conv_impl_op.hpp"
@@ -27,26 +29,12 @@
 namespace convgraph::bench {
 namespace {
 
-constexpr const char* kUsage = R"(usage: convgraph-anchors [options]
-
-Times convgraph's chosen convolution algorithm (the fastest meta candidate whose result
-matches oneDNN's) against oneDNN convolution_auto on the same layers, interleaved in one
-process: fp32, NCHW in and out, forward / grad inputs / grad weights. Prints per layer the
-median ms of each, the ratio convgraph/oneDNN, geometric means per direction and the
-fraction of this machine's FP32 peak (measured with an FMA loop at start and end).
-
-  --suite standard|quick  --layers FILE  --only NAME[,NAME]   layer set (as convgraph-bench)
-  --directions LIST       fwd,bwd_data,bwd_filter (default all)
-  --flags "FLAGS"         convgraph's flag language (selects the candidates)
-  --threads N             threads for both libraries (default 2)
-  --repeats N             interleaved timed runs per implementation (default 5)
-  --select-repeats N      timed runs per candidate while choosing (default 3, as the
-                          meta-optimizer's minimum)
-  --gap-ms MS             pause before each timed run, so the other library's idle
-                          threads settle (default 2)
-  --json FILE             write the records
-  --help
-)";
+constexpr const char* kDescription = R"(convgraph-anchors: times convgraph's chosen convolution algorithm (the fastest meta
+candidate whose result matches oneDNN's) against oneDNN convolution_auto on the same
+layers, interleaved in one process: fp32, NCHW in and out, forward / grad inputs / grad
+weights. Prints per layer the median ms of each, the ratio convgraph/oneDNN, geometric
+means per direction and the fraction of this machine's FP32 peak (measured with an FMA
+loop at start and end).)";
 
 struct Options {
   std::string suite = "standard", layers_file, flags, json;
@@ -55,46 +43,40 @@ struct Options {
                                         ConvDirection::grad_weights};
   int threads = 2, repeats = 5, select_repeats = 3;
   double gap_ms = 2;
-  bool help = false;
 };
 
-Options parse_args(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) throw UsageError(msg(arg, " needs a value (see --help)"));
-      return argv[++i];
-    };
-    if (arg == "--help" || arg == "-h") o.help = true;
-    else if (arg == "--suite") {
-      o.suite = next();
-      if (o.suite != "standard" && o.suite != "quick")
-        throw UsageError(msg("--suite: unknown suite '", o.suite, "' (valid: standard, quick)"));
-    } else if (arg == "--layers") o.layers_file = next();
-    else if (arg == "--only") {
-      std::string s = next(), t;
-      for (std::size_t p = 0; p <= s.size(); ++p)
-        if (p == s.size() || s[p] == ',') {
-          if (!t.empty()) o.only.push_back(t);
-          t.clear();
-        } else t += s[p];
-    } else if (arg == "--directions") o.directions = parse_directions(next());
-    else if (arg == "--flags") o.flags = next();
-    else if (arg == "--threads") o.threads = static_cast<int>(parse_int(next(), "--threads", 1, 1024));
-    else if (arg == "--repeats") o.repeats = static_cast<int>(parse_int(next(), "--repeats", 1, 100000));
-    else if (arg == "--select-repeats") o.select_repeats = static_cast<int>(parse_int(next(), "--select-repeats", 1, 1000));
-    else if (arg == "--gap-ms") o.gap_ms = parse_double(next(), "--gap-ms", 0, 1000);
-    else if (arg == "--json") o.json = next();
-    else throw UsageError(msg("unknown option '", arg, "' (see --help)"));
-  }
-  return o;
+void add_options(CLI::App& app, Options& o) {
+  app.add_option("--suite", o.suite, "layer set, as convgraph-bench: standard or quick")
+      ->check(CLI::IsMember({"standard", "quick"}))
+      ->capture_default_str();
+  app.add_option("--layers", o.layers_file, "layers from FILE (convgraph-bench's format)")->type_name("FILE");
+  app.add_option("--only", o.only, "run only these layers of the set")->delimiter(',')->type_name("NAME[,NAME...]");
+  app.add_option_function<std::string>(
+         "--directions", [&o](const std::string& v) { o.directions = parse_directions(v); },
+         "fwd,bwd_data,bwd_filter (default all)")
+      ->type_name("LIST");
+  app.add_option("--flags", o.flags, "convgraph's flag language (selects the candidates)");
+  app.add_option("--threads", o.threads, "threads for both libraries")->check(CLI::Range(1, 1024))->capture_default_str();
+  app.add_option("--repeats", o.repeats, "interleaved timed runs per implementation")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  app.add_option("--select-repeats", o.select_repeats,
+                 "timed runs per candidate while choosing (the meta-optimizer's minimum is 3)")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  app.add_option("--gap-ms", o.gap_ms,
+                 "pause before each timed run, so the other library's idle threads settle")
+      ->check(CLI::Range(0.0, 1000.0))
+      ->type_name("MS")
+      ->capture_default_str();
+  app.add_option("--json", o.json, "write the records")->type_name("FILE");
 }
 
 // ---- one (layer, direction) ------------------------------------------------------------
 
 struct Result {
-  std::string layer, direction, algorithm, dnnl_impl, candidates_json, note;
+  std::string layer, direction, algorithm, dnnl_impl, note;
+  Json candidates = Json::array();
   double cg_ms = 0, dnnl_ms = 0, dnnl_conv_ms = 0, flops = 0, err = 0;
   bool ok = true;
 };
@@ -117,7 +99,6 @@ Result bench_one(const Layer& layer, ConvDirection dir, const Options& o, const 
   double best = 0;
   std::shared_ptr<const ConvAlgorithm> chosen;
   std::size_t chosen_ws = 0;
-  std::string cands;
   for (const Candidate& c : list_candidates(layer, wl.problem, mode, false)) {
     if (!c.timed) continue;
     std::cerr << "[anchors] " << layer.name << " " << r.direction << ": choosing, " << c.algorithm->name() << "..."
@@ -127,9 +108,10 @@ Result bench_one(const Layer& layer, ConvDirection dir, const Options& o, const 
       const ConvCheck chk = compare_conv_results(wl.output(), dnnl.output(),
                                                  static_cast<std::int64_t>(wl.output_size()), DType::float32);
       std::cerr << " " << t.stats.median * 1e3 << " ms" << (chk.ok ? "" : " (differs from oneDNN)") << "\n";
-      cands += msg(cands.empty() ? "" : ", ", "{\"algorithm\": ", json_string(c.algorithm->name()),
-                   ", \"median_ms\": ", json_number(t.stats.median * 1e3), ", \"early_stopped\": ",
-                   t.early_stopped ? "true" : "false", ", \"matches_onednn\": ", chk.ok ? "true" : "false", "}");
+      r.candidates.push_back(Json{{"algorithm", c.algorithm->name()},
+                                  {"median_ms", t.stats.median * 1e3},
+                                  {"early_stopped", t.early_stopped},
+                                  {"matches_onednn", chk.ok}});
       if (!chk.ok) r.note += msg(c.algorithm->name(), " differs from oneDNN: ", chk.to_string(), "; ");
       if (chk.ok && !t.early_stopped && (!chosen || t.stats.median < best)) {
         best = t.stats.median;
@@ -141,7 +123,6 @@ Result bench_one(const Layer& layer, ConvDirection dir, const Options& o, const 
       r.note += msg(c.algorithm->name(), " failed: ", e.what(), "; ");
     }
   }
-  r.candidates_json = "[" + cands + "]";
   if (!chosen) {
     r.ok = false;
     r.algorithm = "(none)";
@@ -187,11 +168,11 @@ std::string pct(double v) {
 }
 
 int run(int argc, char** argv) {
-  const Options o = parse_args(argc, argv);
-  if (o.help) {
-    std::cout << kUsage;
-    return 0;
-  }
+  Options o;
+  CLI::App app{kDescription, "convgraph-anchors"};
+  setup_cli(app);
+  add_options(app, o);
+  if (const int status = parse_cli(app, argc, argv); status >= 0) return status;
   std::vector<Layer> layers = !o.layers_file.empty() ? read_layer_file(o.layers_file)
                               : o.suite == "quick"    ? parse_layers(kQuickLayers, "<quick suite>")
                                                       : parse_layers(kStandardLayers, "<standard set>");
@@ -237,7 +218,7 @@ int run(int argc, char** argv) {
               "from/to NCHW, 'conv' is its primitive alone\n");
 
   std::vector<Result> all;
-  std::vector<std::string> geo_json;
+  Json geo_json = Json::array();
   int failures = 0;
   for (ConvDirection d : o.directions) {
     std::printf("\n== %s\n%-15s %-13s %9s %9s %9s %7s %7s %7s %7s  %s\n", std::string(direction_name(d)).c_str(),
@@ -266,15 +247,13 @@ int run(int argc, char** argv) {
     const double gc = geometric_mean(cg), gd = geometric_mean(dn), gdc = geometric_mean(dc);
     std::printf("%-15s %-13s %9.2f %9.2f %9.2f %7.2f %7.2f\n", "geomean", "", gc, gd, gdc, gd > 0 ? gc / gd : 0,
                 gdc > 0 ? gc / gdc : 0);
-    geo_json.push_back(JsonObject()
-                           .add_str("direction", direction_name(d))
-                           .add_num("convgraph_ms", gc)
-                           .add_num("onednn_ms", gd)
-                           .add_num("onednn_conv_only_ms", gdc)
-                           .add_num("ratio", gd > 0 ? gc / gd : NAN)
-                           .add_num("ratio_conv_only", gdc > 0 ? gc / gdc : NAN)
-                           .add_int("layers", static_cast<std::int64_t>(cg.size()))
-                           .str(4));
+    geo_json.push_back(Json{{"direction", direction_name(d)},
+                            {"convgraph_ms", gc},
+                            {"onednn_ms", gd},
+                            {"onednn_conv_only_ms", gdc},
+                            {"ratio", gd > 0 ? gc / gd : NAN},
+                            {"ratio_conv_only", gdc > 0 ? gc / gdc : NAN},
+                            {"layers", cg.size()}});
   }
   const PeakResult peak_end = measure_peak(o.threads);
   std::printf("\npeak FP32 at the end: %.1f GFLOP/s (start %.1f), load average %.2f%s\n", peak_end.gflops,
@@ -282,41 +261,41 @@ int run(int argc, char** argv) {
               std::abs(peak_end.gflops / peak.gflops - 1) > 0.1 ? "  WARNING: the machine's speed changed; rerun"
                                                                  : "");
   if (!o.json.empty()) {
-    std::string t = msg("{\n  \"tool\": \"convgraph-anchors\",\n  \"threads\": ", o.threads, ",\n  \"repeats\": ",
-                        o.repeats, ",\n  \"onednn\": ", json_string(dnnl_version), ",\n  \"flags\": ",
-                        json_string(o.flags), ",\n  \"peak_gflops\": ", json_number(peak.gflops),
-                        ",\n  \"peak_gflops_1t\": ", json_number(peak.gflops_1t), ",\n  \"peak_isa\": ",
-                        json_string(peak.isa), ",\n  \"peak_gflops_end\": ", json_number(peak_end.gflops),
-                        ",\n  \"load_average_end\": ", json_number(load_average()),
-                        ",\n  \"records\": [\n");
-    for (std::size_t i = 0; i < all.size(); ++i) {
-      const Result& r = all[i];
+    Json j{{"tool", "convgraph-anchors"}};
+    const Json m = to_json(machine_info());
+    for (const auto& [key, value] : m.items()) j[key] = value;
+    j["threads"] = o.threads;
+    j["repeats"] = o.repeats;
+    j["onednn"] = dnnl_version;
+    j["flags"] = o.flags;
+    j["peak_gflops"] = peak.gflops;
+    j["peak_gflops_1t"] = peak.gflops_1t;
+    j["peak_isa"] = peak.isa;
+    j["peak_gflops_end"] = peak_end.gflops;
+    j["load_average_end"] = load_average();
+    j["records"] = Json::array();
+    for (const Result& r : all) {
       const double gf = r.cg_ms > 0 ? r.flops / (r.cg_ms * 1e-3) * 1e-9 : NAN;
-      t += JsonObject()
-               .add_str("layer", r.layer)
-               .add_str("direction", r.direction)
-               .add_str("algorithm", r.algorithm)
-               .add_num("convgraph_ms", r.cg_ms)
-               .add_num("onednn_ms", r.dnnl_ms)
-               .add_num("onednn_conv_only_ms", r.dnnl_conv_ms)
-               .add_num("ratio", r.cg_ms / r.dnnl_ms)
-               .add_num("ratio_conv_only", r.cg_ms / r.dnnl_conv_ms)
-               .add_num("convgraph_gflops", gf)
-               .add_num("convgraph_fraction_of_peak", gf / peak.gflops)
-               .add_num("convgraph_fraction_of_nominal_peak", gf / (o.threads * peak.gflops_1t))
-               .add_num("onednn_fraction_of_peak", r.flops / (r.dnnl_ms * 1e-3) * 1e-9 / peak.gflops)
-               .add_str("onednn_impl", r.dnnl_impl)
-               .add_num("max_abs_err_vs_onednn", r.err)
-               .add_bool("matches_onednn", r.ok)
-               .add_str("note", r.note)
-               .add("candidates", r.candidates_json)
-               .str(4) +
-           (i + 1 < all.size() ? ",\n" : "\n");
+      j["records"].push_back(Json{{"layer", r.layer},
+                                  {"direction", r.direction},
+                                  {"algorithm", r.algorithm},
+                                  {"convgraph_ms", r.cg_ms},
+                                  {"onednn_ms", r.dnnl_ms},
+                                  {"onednn_conv_only_ms", r.dnnl_conv_ms},
+                                  {"ratio", r.cg_ms / r.dnnl_ms},
+                                  {"ratio_conv_only", r.cg_ms / r.dnnl_conv_ms},
+                                  {"convgraph_gflops", gf},
+                                  {"convgraph_fraction_of_peak", gf / peak.gflops},
+                                  {"convgraph_fraction_of_nominal_peak", gf / (o.threads * peak.gflops_1t)},
+                                  {"onednn_fraction_of_peak", r.flops / (r.dnnl_ms * 1e-3) * 1e-9 / peak.gflops},
+                                  {"onednn_impl", r.dnnl_impl},
+                                  {"max_abs_err_vs_onednn", r.err},
+                                  {"matches_onednn", r.ok},
+                                  {"note", r.note},
+                                  {"candidates", r.candidates}});
     }
-    t += "  ],\n  \"geomean\": [\n";
-    for (std::size_t i = 0; i < geo_json.size(); ++i) t += geo_json[i] + (i + 1 < geo_json.size() ? ",\n" : "\n");
-    t += "  ]\n}\n";
-    write_text_file(o.json, t);
+    j["geomean"] = std::move(geo_json);
+    write_json_file(o.json, j);
   }
   return failures ? 1 : 0;
 }

@@ -1,4 +1,5 @@
-// Layer sets and the layer-file parser, option parsing, timing statistics and JSON text.
+// Layer sets and the layer-file parser, timing statistics, JSON files and
+// the machine description.
 #include "benchmarks/bench_common.hpp"
 
 #include <algorithm>
@@ -6,11 +7,18 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <thread>
 
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "convgraph/backends/cpu/cpu_isa.hpp"
 #include "convgraph/core/error.hpp"
+#include "convgraph/version.hpp"
 
 namespace convgraph::bench {
 
@@ -78,16 +86,6 @@ std::int64_t parse_int(std::string_view text, const std::string& what, std::int6
   const auto [ptr, ec] = std::from_chars(text.data(), end, v);
   if (text.empty() || ec != std::errc() || ptr != end)
     throw UsageError(msg(what, ": '", text, "' is not an integer"));
-  if (v < lo || v > hi) throw UsageError(msg(what, ": ", v, " is out of range [", lo, ", ", hi, "]"));
-  return v;
-}
-
-double parse_double(std::string_view text, const std::string& what, double lo, double hi) {
-  std::string s(text);
-  char* end = nullptr;
-  const double v = s.empty() ? NAN : std::strtod(s.c_str(), &end);
-  if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v))
-    throw UsageError(msg(what, ": '", text, "' is not a number"));
   if (v < lo || v > hi) throw UsageError(msg(what, ": ", v, " is out of range [", lo, ", ", hi, "]"));
   return v;
 }
@@ -255,48 +253,55 @@ std::string bytes_text(double bytes) {
   return buf;
 }
 
-// ---- JSON ---------------------------------------------------------------------------------
+// ---- records ---------------------------------------------------------------------------
 
-std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
+void write_json_file(const std::string& path, const Json& j) {
+  write_text_file(path, j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n");
+}
+
+Json read_json_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw UsageError(msg("cannot read '", path, "'"));
+  try {
+    return Json::parse(f);
+  } catch (const Json::exception& e) {
+    throw UsageError(msg("'", path, "' is not valid JSON: ", e.what()));
   }
-  return out + "\"";
 }
 
-std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
+MachineInfo machine_info() {
+  MachineInfo m;
+  char host[256] = {};
+  m.host = gethostname(host, sizeof host - 1) == 0 ? host : "unknown";
+  m.cpu_model = "unknown";
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);)
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
+      m.cpu_model = line.substr(line.find_first_not_of(" \t", line.find(':') + 1));
+      break;
+    }
+  m.isa = cpu_isa_name(active_cpu_isa());
+  m.isa_detected = cpu_isa_name(detected_cpu_isa());
+  m.version = version();
+  m.hardware_threads = static_cast<int>(std::thread::hardware_concurrency());
+  std::ifstream loadavg("/proc/loadavg");
+  loadavg >> m.load_average[0] >> m.load_average[1] >> m.load_average[2];
+  const std::time_t t = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  m.date = date;
+  return m;
 }
 
-JsonObject& JsonObject::add(std::string_view key, std::string raw_value) {
-  members_.emplace_back(std::string(key), std::move(raw_value));
-  return *this;
-}
-
-std::string JsonObject::str(int indent) const {
-  const std::string pad(static_cast<std::size_t>(indent), ' ');
-  std::string out = "{";
-  for (std::size_t i = 0; i < members_.size(); ++i)
-    out += (i ? ", " : "") + json_string(members_[i].first) + ": " + members_[i].second;
-  return pad + out + "}";
+Json to_json(const MachineInfo& m) {
+  return Json{{"host", m.host},
+              {"cpu_model", m.cpu_model},
+              {"isa", m.isa},
+              {"isa_detected", m.isa_detected},
+              {"version", m.version},
+              {"hardware_threads", m.hardware_threads},
+              {"load_average", {m.load_average[0], m.load_average[1], m.load_average[2]}},
+              {"date", m.date}};
 }
 
 void write_text_file(const std::string& path, const std::string& text) {

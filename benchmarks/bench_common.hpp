@@ -1,6 +1,7 @@
 #pragma once
 /// Pieces shared by convgraph-bench (the main job) and convgraph-anchors: the layer-file
-/// format and the built-in layer sets, timing statistics, the FMA peak probe, JSON text,
+/// format and the built-in layer sets, timing statistics, the FMA peak and bandwidth
+/// probes, JSON files and the machine description,
 /// and (bench_common_conv.cpp) one convolution problem with its buffers, its candidates,
 /// the timing of one candidate and the error check against the reference.
 #include <cstddef>
@@ -11,6 +12,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>  // users of Json include <nlohmann/json.hpp>
 
 #include "convgraph/backends/conv_algorithm.hpp"
 #include "convgraph/conv/conv_params.hpp"
@@ -50,9 +53,8 @@ std::vector<Layer> parse_layers(std::string_view text, const std::string& source
 std::vector<Layer> read_layer_file(const std::string& path);
 /// "fwd,bwd_data,bwd_filter" (also forward/grad_inputs/grad_weights, "all").
 std::vector<ConvDirection> parse_directions(std::string_view text);
-/// Strict integer parse for option values; throws UsageError naming `what`.
+/// Strict integer parse of a layer-file column; throws UsageError naming `what`.
 std::int64_t parse_int(std::string_view text, const std::string& what, std::int64_t lo, std::int64_t hi);
-double parse_double(std::string_view text, const std::string& what, double lo, double hi);
 
 // ---- statistics and timing ------------------------------------------------------------
 
@@ -79,27 +81,41 @@ struct PeakResult {
 /// (AVX-512 and AVX2 both tried where the CPU has them; the faster counts) for about
 /// `seconds` per measurement.
 PeakResult measure_peak(int threads, double seconds = 0.25);
+/// Sustained memory bandwidth in GB/s: a STREAM-style triad (a = b + s * c) over arrays
+/// well beyond the caches on `threads` threads, best of a few passes of about `seconds`
+/// in all. Counts the three arrays' bytes (reads of b and c, the write of a).
+double measure_bandwidth(int threads, double seconds = 0.3);
 
-// ---- JSON ---------------------------------------------------------------------------------
+// ---- records: JSON and the machine --------------------------------------------------------
 
-std::string json_string(std::string_view s);  ///< quoted and escaped
-std::string json_number(double v);            ///< finite numbers, null otherwise
-
-/// Accumulates one JSON object's members in order: obj.add("layer", json_string(x)).
-class JsonObject {
- public:
-  JsonObject& add(std::string_view key, std::string raw_value);
-  JsonObject& add_str(std::string_view key, std::string_view s) { return add(key, json_string(s)); }
-  JsonObject& add_num(std::string_view key, double v) { return add(key, json_number(v)); }
-  JsonObject& add_int(std::string_view key, std::int64_t v) { return add(key, std::to_string(v)); }
-  JsonObject& add_bool(std::string_view key, bool v) { return add(key, v ? "true" : "false"); }
-  std::string str(int indent = 0) const;
-
- private:
-  std::vector<std::pair<std::string, std::string>> members_;
-};
+/// Every JSON the benchmarks write or read goes through nlohmann-json; ordered, so a record's
+/// members keep the order they were added in. NaN and infinities are written as null.
+using Json = nlohmann::ordered_json;
+/// Writes `j` indented to `path` (text that is not UTF-8 becomes U+FFFD); throws UsageError
+/// when the file cannot be written.
+void write_json_file(const std::string& path, const Json& j);
+/// Parses the JSON file at `path`; throws UsageError naming the file and the parse error.
+Json read_json_file(const std::string& path);
 /// Writes `text` to `path`; throws UsageError when the file cannot be written.
 void write_text_file(const std::string& path, const std::string& text);
+
+/// Where a run happened, for the records: enough to tell two machines, builds and load
+/// conditions apart when comparing files.
+struct MachineInfo {
+  std::string host;        ///< gethostname()
+  std::string cpu_model;   ///< /proc/cpuinfo "model name" ("unknown" elsewhere)
+  std::string isa;         ///< CPU kernel level in use ("avx512")
+  std::string isa_detected;  ///< best level this CPU supports
+  std::string version;     ///< convgraph::version()
+  int hardware_threads = 0;
+  double load_average[3] = {-1, -1, -1};  ///< 1, 5, 15 minutes (/proc/loadavg)
+  std::string date;        ///< UTC, ISO 8601
+};
+MachineInfo machine_info();
+Json to_json(const MachineInfo& m);
+/// The source commit convgraph-bench was built from (`git describe --always --dirty`,
+/// taken at build time; convgraph_bench_commit.cpp), "unknown" outside a git checkout.
+const char* git_commit();
 
 // ---- convolution workloads (bench_common_conv.cpp) -------------------------------------
 
@@ -168,6 +184,7 @@ CheckResult check_output(const Workload& wl, const ErrorCheck& check);
 
 struct Timing {
   Stats stats;
+  std::vector<double> samples;  ///< every timed run, seconds, in run order (the warm-up when early-stopped)
   bool early_stopped = false;  ///< only the warm-up was timed (much slower than the best)
 };
 /// Warm-up + `repeats` timed runs of `algo` on `wl` (its output is first filled with NaN so

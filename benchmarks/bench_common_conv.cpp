@@ -306,13 +306,15 @@ Timing time_algorithm(const Workload& wl, const ConvAlgorithm& algo, std::size_t
   Timing out;
   if (early_stop > 0 && best > 0 && warm > early_stop * best) {
     out.stats = summarize({warm});
+    out.samples = {warm};
     out.early_stopped = true;
     fetch();
     return out;
   }
   std::vector<double> times;
   for (int r = 0; r < repeats; ++r) times.push_back(run_once());
-  out.stats = summarize(std::move(times));
+  out.stats = summarize(times);
+  out.samples = std::move(times);
   fetch();
   return out;
 }

@@ -1,5 +1,5 @@
-// The machine's FP32 peak, measured: independent FMA chains held in registers on every
-// thread. Enough chains (16) to cover FMA latency x issue ports on current x86 cores, so the
+// The machine's FP32 peak and memory bandwidth, measured. Peak: independent FMA chains held
+// in registers on every thread. Enough chains (16) to cover FMA latency x issue ports on current x86 cores, so the
 // loop is bound by FMA throughput only. Functions carry their own target attribute, so the
 // probe works whatever -march the rest of the build uses, and the CPU is asked at run time.
 #include <immintrin.h>
@@ -97,6 +97,46 @@ double measure(const Kernel& k, int threads, double seconds) {
 }
 
 }  // namespace
+
+double measure_bandwidth(int threads, double seconds) {
+  // 3 x 48 MiB: well beyond the last-level cache of current x86 parts (per socket/CCD).
+  constexpr std::size_t kFloats = std::size_t{12} << 20;
+  threads = std::max(1, threads);
+  const Buffer a = alloc_buffer(kFloats), b = alloc_buffer(kFloats), c = alloc_buffer(kFloats);
+  // Every thread touches (first: page faults land on its node) and runs its own slice.
+  auto parallel = [&](auto&& body) {
+    std::vector<std::thread> pool;
+    const std::size_t per = (kFloats + static_cast<std::size_t>(threads) - 1) / static_cast<std::size_t>(threads);
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] {
+        const std::size_t lo = std::min(kFloats, per * static_cast<std::size_t>(t)), hi = std::min(kFloats, lo + per);
+        body(lo, hi);
+      });
+    for (auto& th : pool) th.join();
+  };
+  parallel([&](std::size_t lo, std::size_t hi) {
+    for (std::size_t i = lo; i < hi; ++i) {
+      a.data[i] = 0;
+      b.data[i] = 1;
+      c.data[i] = 2;
+    }
+  });
+  double best = 0;
+  const double start = now_seconds();
+  for (int pass = 0; pass < 3 || (now_seconds() - start < seconds && pass < 50); ++pass) {
+    const float s = 0.5f + static_cast<float>(pass);
+    const double t0 = now_seconds();
+    parallel([&](std::size_t lo, std::size_t hi) {
+      float* __restrict__ pa = a.data;
+      const float* __restrict__ pb = b.data;
+      const float* __restrict__ pc = c.data;
+      for (std::size_t i = lo; i < hi; ++i) pa[i] = pb[i] + s * pc[i];
+    });
+    best = std::max(best, 3.0 * kFloats * sizeof(float) / (now_seconds() - t0) * 1e-9);
+  }
+  g_sink.store(a.data[kFloats / 2]);
+  return best;
+}
 
 PeakResult measure_peak(int threads, double seconds) {
   std::vector<Kernel> kernels;

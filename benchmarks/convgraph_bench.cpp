@@ -1,19 +1,23 @@
 // convgraph-bench, the main job: for each layer and direction, time every candidate the
 // meta-optimizer would time, check each result against the reference, and report the
-// fastest. Tables go to stdout, progress to stderr, records to --json.
+// fastest. Tables go to stdout, progress to stderr (a terminal only), records to --json,
+// --csv and --report.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <sstream>
 
+#include "benchmarks/bench_cli.hpp"
 #include "benchmarks/bench_common.hpp"
 #include "benchmarks/bench_networks.hpp"
-#include "convgraph/backends/cpu/cpu_isa.hpp"
+#include "benchmarks/bench_report.hpp"
 #include "convgraph/backends/cuda.hpp"
 #include "convgraph/core/error.hpp"
 #include "convgraph/core/thread_pool.hpp"
@@ -21,41 +25,13 @@
 namespace convgraph::bench {
 namespace {
 
-constexpr const char* kUsage = R"(usage: convgraph-bench [options]
+constexpr const char* kDescription = R"(convgraph-bench: times every convolution algorithm the meta-optimizer would consider, for each
+layer and direction, checks each result against the float64-accumulating reference, and
+marks the fastest correct one (the meta-optimizer's choice). fp32, NCHW, cross-correlation.
+Tables go to stdout; an overall [i/N] progress line with an ETA to stderr when it is a
+terminal.)";
 
-Times every convolution algorithm the meta-optimizer would consider, for each layer and
-direction, checks each result against the float64-accumulating reference, and marks the
-fastest correct one (the meta-optimizer's choice). fp32, NCHW, cross-correlation.
-
-  --suite standard|quick   built-in layer set (default standard: the 13 layers of
-                           benchmarks/layers.txt; quick: small layers, < 1 min)
-  --layers FILE            layers from FILE: name N C K spatial kernel stride pad dilation
-                           groups ('x'-separated axes, '#' comments)
-  --only NAME[,NAME...]    run only these layers of the set
-  --directions LIST        fwd,bwd_data,bwd_filter (default: all three)
-  --flags "FLAGS"          the flag language, e.g. "optimizer_excluding=conv_gemm",
-                           "metaopt.optimizer_including=conv_fft", "workspace_limit=64M"
-  --all-algorithms         also time algorithms that are not meta candidates (never
-                           chosen); default for --suite quick
-  --meta-only              time only meta candidates (default for the standard set)
-  --threads N              threads for algorithms and reference (default: CONVGRAPH_THREADS
-                           or all hardware threads)
-  --repeats N              timed runs after one warm-up; the median is reported (default 5)
-  --early-stop F           time only the warm-up of a candidate F times slower than the best
-                           so far, as the meta-optimizer does (default 10; 0: time all fully)
-  --check-flops F          cost cap of the reference check: larger problems are checked on a
-                           batch/channel subset (default 2e8; 0: check everything)
-  --seed N                 random data seed (default 1)
-  --json FILE              write one record per (layer, direction, algorithm)
-  --networks LIST          time whole networks instead of layers: lenet,resnet8,c3d_small
-                           (benchmarks/NETWORKS.md): a training step (forward, backward,
-                           SGD, batch-norm running averages) and inference, each in a
-                           fresh process; ms (median of --repeats after 2 warm-ups),
-                           images/s, peak resident-set growth, and the planner's arena
-  --help                   this text
-
-Exit status: 0 ok, 1 a candidate failed (wrong result or exception), 2 bad usage.
-)";
+constexpr const char* kFooter = R"(Exit status: 0 ok, 1 a candidate failed (wrong result or exception), 2 bad usage.)";
 
 struct Options {
   std::string suite = "standard";
@@ -70,9 +46,8 @@ struct Options {
   double early_stop = 10;
   double check_flops = 2e8;
   std::uint64_t seed = 1;
-  std::string json;
+  std::string json, csv, report, anchors;
   std::vector<std::string> networks;  ///< --networks: whole networks instead of layers
-  bool help = false;
 };
 
 std::vector<std::string> split_list(const std::string& s) {
@@ -83,46 +58,75 @@ std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
-Options parse_args(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i], value;
-    const bool has_eq = arg.rfind("--", 0) == 0 && arg.find('=') != std::string::npos;
-    if (has_eq) {
-      value = arg.substr(arg.find('=') + 1);
-      arg = arg.substr(0, arg.find('='));
-    }
-    auto next = [&]() -> std::string {
-      if (has_eq) return value;
-      if (i + 1 >= argc) throw UsageError(msg(arg, " needs a value (see --help)"));
-      return argv[++i];
-    };
-    auto no_value = [&] {
-      if (has_eq) throw UsageError(msg(arg, " takes no value"));
-    };
-    if (arg == "--help" || arg == "-h") { no_value(); o.help = true; }
-    else if (arg == "--suite") {
-      o.suite = next();
-      if (o.suite != "standard" && o.suite != "quick")
-        throw UsageError(msg("--suite: unknown suite '", o.suite, "' (valid: standard, quick)"));
-    } else if (arg == "--layers") o.layers_file = next();
-    else if (arg == "--only") o.only = split_list(next());
-    else if (arg == "--directions") o.directions = parse_directions(next());
-    else if (arg == "--flags") o.flags = next();
-    else if (arg == "--all-algorithms") { no_value(); o.all_algorithms = 1; }
-    else if (arg == "--meta-only") { no_value(); o.all_algorithms = 0; }
-    else if (arg == "--threads") o.threads = static_cast<int>(parse_int(next(), "--threads", 1, 1024));
-    else if (arg == "--repeats") o.repeats = static_cast<int>(parse_int(next(), "--repeats", 1, 100000));
-    else if (arg == "--early-stop") o.early_stop = parse_double(next(), "--early-stop", 0, 1e9);
-    else if (arg == "--check-flops") o.check_flops = parse_double(next(), "--check-flops", 0, 1e18);
-    else if (arg == "--seed") o.seed = static_cast<std::uint64_t>(parse_int(next(), "--seed", 0, INT64_MAX));
-    else if (arg == "--json") o.json = next();
-    else if (arg == "--networks") o.networks = split_list(next());
-    else throw UsageError(msg("unknown option '", argv[i], "' (see --help)"));
-  }
-  if (!o.layers_file.empty() && o.suite != "standard")
-    throw UsageError("--layers and --suite quick are exclusive");
-  return o;
+/// Declares every option on `app`; `o` receives the values when app.parse() runs.
+void add_options(CLI::App& app, Options& o) {
+  app.add_option("--suite", o.suite,
+                 "built-in layer set: standard (the 13 layers of benchmarks/layers.txt) or quick (small "
+                 "layers, < 1 min)")
+      ->check(CLI::IsMember({"standard", "quick"}))
+      ->default_str("standard");
+  app.add_option("--layers", o.layers_file,
+                 "layers from FILE: name N C K spatial kernel stride pad dilation groups ('x'-separated axes, "
+                 "'#' comments)")
+      ->type_name("FILE");
+  app.add_option_function<std::string>(
+         "--only", [&o](const std::string& v) { o.only = split_list(v); }, "run only these layers of the set")
+      ->type_name("NAME[,NAME...]");
+  app.add_option_function<std::string>(
+         "--directions", [&o](const std::string& v) { o.directions = parse_directions(v); },
+         "fwd,bwd_data,bwd_filter (default: all three)")
+      ->type_name("LIST");
+  app.add_option("--flags", o.flags,
+                 "the flag language, e.g. \"optimizer_excluding=conv_gemm\", "
+                 "\"metaopt.optimizer_including=conv_fft\", \"workspace_limit=64M\"");
+  auto* all = app.add_flag_callback(
+      "--all-algorithms", [&o] { o.all_algorithms = 1; },
+      "also time algorithms that are not meta candidates (never chosen); default for --suite quick");
+  app.add_flag_callback(
+         "--meta-only", [&o] { o.all_algorithms = 0; }, "time only meta candidates (default for the standard set)")
+      ->excludes(all);
+  app.add_option("--threads", o.threads,
+                 "threads for algorithms and reference (default: CONVGRAPH_THREADS or all hardware threads)")
+      ->check(CLI::Range(1, 1024))
+      ->type_name("N");
+  app.add_option("--repeats", o.repeats, "timed runs after one warm-up; the median is reported")
+      ->check(CLI::Range(1, 100000))
+      ->type_name("N")
+      ->capture_default_str();
+  app.add_option("--early-stop", o.early_stop,
+                 "time only the warm-up of a candidate F times slower than the best so far, as the "
+                 "meta-optimizer does (0: time all fully)")
+      ->check(CLI::Range(0.0, 1e9))
+      ->type_name("F")
+      ->capture_default_str();
+  app.add_option("--check-flops", o.check_flops,
+                 "cost cap of the reference check: larger problems are checked on a batch/channel subset (0: "
+                 "check everything)")
+      ->check(CLI::Range(0.0, 1e18))
+      ->type_name("F")
+      ->capture_default_str();
+  app.add_option("--seed", o.seed, "random data seed")->type_name("N")->capture_default_str();
+  app.add_option("--json", o.json,
+                 "write the run: host, CPU model, ISA, version, commit, threads, load, and one record per "
+                 "(layer, direction, algorithm) with every sample")
+      ->type_name("FILE");
+  app.add_option("--csv", o.csv, "write the records as CSV (one line per layer, direction and algorithm)")
+      ->type_name("FILE");
+  app.add_option("--report", o.report,
+                 "write DIR/index.html: per-layer charts and a roofline against the measured peak and bandwidth "
+                 "(measured at the end, about 2 s)")
+      ->type_name("DIR");
+  app.add_option("--anchors", o.anchors,
+                 "a convgraph-anchors --json file: the report shows oneDNN's time next to the chosen algorithm")
+      ->check(CLI::ExistingFile)
+      ->type_name("FILE");
+  app.add_option_function<std::string>(
+         "--networks", [&o](const std::string& v) { o.networks = split_list(v); },
+         "time whole networks instead of layers: lenet,resnet8,c3d_small (benchmarks/NETWORKS.md): a training "
+         "step (forward, backward, SGD, batch-norm running averages) and inference, each in a fresh process; "
+         "ms (median of --repeats after 2 warm-ups), images/s, peak resident-set growth, and the planner's "
+         "arena")
+      ->type_name("LIST");
 }
 
 std::vector<Layer> select_layers(const Options& o) {
@@ -145,23 +149,56 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
-/// One row of a table: one algorithm on one (layer, direction).
-struct Row {
-  Candidate cand;
-  std::string status;  ///< "timed", "early_stopped", "skipped", "failed", "wrong"
-  Timing timing;
-  CheckResult check;
-  bool chosen = false;
+/// m:ss, or h:mm:ss.
+std::string clock_text(double seconds) {
+  const long s = std::lround(std::max(0.0, seconds));
+  char buf[32];
+  if (s >= 3600) std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+  else std::snprintf(buf, sizeof buf, "%ld:%02ld", s / 60, s % 60);
+  return buf;
+}
+
+/// The overall "[i/N] layer direction: what  elapsed, ETA" line, redrawn in place on
+/// stderr. Silent when stderr is not a terminal, so logs get the tables only. The ETA
+/// weighs the steps by FLOPs: the layers of a set differ in cost a hundredfold.
+class Progress {
+ public:
+  explicit Progress(std::vector<double> step_work)
+      : enabled_(isatty(STDERR_FILENO) != 0), work_(std::move(step_work)), start_(now_seconds()) {
+    for (double w : work_) total_ += w;
+  }
+  ~Progress() { clear(); }
+  /// Shows `what` as the current activity of step `step` (0-based).
+  void show(std::size_t step, const std::string& what) {
+    if (!enabled_) return;
+    const double elapsed = now_seconds() - start_;
+    std::string line = msg("[", step + 1, "/", work_.size(), "] ", what, "  ", clock_text(elapsed), " elapsed");
+    if (done_ > 0) line += ", ETA " + clock_text(elapsed * (total_ - done_) / done_);
+    if (line.size() > 118) line = line.substr(0, 115) + "...";
+    std::cerr << "\r\033[K" << line << std::flush;
+  }
+  void finish_step(std::size_t step) { done_ += work_[step]; }
+  /// Erases the line (before anything else is written to the terminal).
+  void clear() {
+    if (enabled_) std::cerr << "\r\033[K" << std::flush;
+  }
+
+ private:
+  bool enabled_;
+  std::vector<double> work_;
+  double total_ = 0, done_ = 0, start_;
 };
 
+/// Everything one run collects.
 struct Report {
-  std::vector<std::string> json_records;
+  std::vector<Record> records;
+  std::vector<std::pair<std::string, std::vector<std::string>>> declined;  ///< per layer
   std::map<std::string, std::vector<double>> chosen_ms;  ///< direction -> chosen times
   std::map<std::string, int> wins;                        ///< algorithm -> times chosen
   int failures = 0;
 };
 
-void print_table(const Workload& wl, const ErrorCheck& check, const std::vector<Row>& rows, std::ostream& os) {
+void print_table(const Workload& wl, const ErrorCheck& check, const std::vector<Record>& rows, std::ostream& os) {
   const ConvProblem& p = wl.problem;
   os << "\n== " << wl.layer.name << "  " << direction_name(p.direction) << "  " << wl.layer.describe() << "  "
      << fmt("%.3f", p.flops() * 1e-9) << " GFLOP\n"
@@ -170,107 +207,121 @@ void print_table(const Workload& wl, const ErrorCheck& check, const std::vector<
   std::snprintf(line, sizeof line, "   %-18s %10s %9s %11s %12s %9s  %s\n", "algorithm", "median ms", "GFLOP/s",
                 "workspace", "max abs err", "rel err", "note");
   os << line;
-  for (const Row& r : rows) {
+  int declined = 0;
+  for (const Record& r : rows) {
     const char* mark = r.chosen ? " * " : "   ";
-    if (r.status == "skipped") {
-      std::snprintf(line, sizeof line, "%s%-18s %10s %9s %11s %12s %9s  %s\n", mark, r.cand.algorithm->name().c_str(),
-                    "-", "-", "-", "-", "-", ("declined: " + r.cand.reason).c_str());
-      os << line;
+    if (r.status == "skipped") {  // listed once per layer, after its last table
+      ++declined;
       continue;
     }
     if (r.status == "failed") {
-      os << mark << r.cand.algorithm->name() << "  FAILED: " << r.cand.reason << "\n";
+      os << mark << r.algorithm << "  FAILED: " << r.reason << "\n";
       continue;
     }
     std::string note = r.chosen ? "chosen" : "";
-    if (r.status == "wrong") note = "WRONG: " + r.check.detail;
+    if (r.status == "wrong") note = "WRONG: " + r.reason;
     if (r.status == "early_stopped") note = "warm-up only (early stop)";
-    if (!r.cand.eligible) note += (note.empty() ? "" : "; ") + r.cand.reason;
-    const double ms = r.timing.stats.median * 1e3;
-    std::snprintf(line, sizeof line, "%s%-18s %10.3f %9.1f %11s %12.3g %9.2g  %s\n", mark,
-                  r.cand.algorithm->name().c_str(), ms, p.flops() / r.timing.stats.median * 1e-9,
-                  bytes_text(double(r.cand.workspace)).c_str(), r.check.max_abs_err, r.check.rel_err, note.c_str());
+    if (!r.eligible && r.status != "wrong") note += (note.empty() ? "" : "; ") + r.reason;
+    std::snprintf(line, sizeof line, "%s%-18s %10.3f %9.1f %11s %12.3g %9.2g  %s\n", mark, r.algorithm.c_str(),
+                  r.median_ms, r.gflops(), bytes_text(double(r.workspace_bytes)).c_str(), r.max_abs_err, r.rel_err,
+                  note.c_str());
     os << line;
   }
+  if (declined) os << "   (" << declined << " declined, listed after the layer's last table)\n";
   os.flush();
 }
 
-void add_json(const Workload& wl, const ErrorCheck& check, const std::vector<Row>& rows, Report& rep) {
-  const ConvProblem& p = wl.problem;
-  for (const Row& r : rows) {
-    const bool ran = r.status != "skipped" && r.status != "failed";
-    JsonObject j;
-    j.add_str("layer", wl.layer.name).add_str("direction", direction_name(p.direction));
-    j.add_str("algorithm", r.cand.algorithm->name());
-    j.add_num("median_ms", ran ? r.timing.stats.median * 1e3 : NAN);
-    j.add_num("min_ms", ran ? r.timing.stats.min * 1e3 : NAN);
-    j.add_int("runs", ran ? r.timing.stats.runs : 0);
-    j.add_num("gflops", ran ? p.flops() / r.timing.stats.median * 1e-9 : NAN);
-    j.add_int("workspace_bytes", static_cast<std::int64_t>(r.cand.workspace));
-    j.add_num("max_abs_err", ran ? r.check.max_abs_err : NAN);
-    j.add_num("rel_err", ran ? r.check.rel_err : NAN);
-    j.add_bool("error_ok", ran && r.check.ok);
-    j.add_bool("chosen", r.chosen).add_bool("eligible", r.cand.eligible);
-    j.add_str("status", r.status).add_str("reason", r.status == "wrong" ? r.check.detail : r.cand.reason);
-    j.add_num("flops", p.flops()).add_str("problem", p.key());
-    j.add_str("check", check.description).add_num("check_fraction", check.fraction);
-    rep.json_records.push_back(j.str(4));
+/// "cpu.fft: reason" once per algorithm and reason, with the directions when not all.
+std::vector<std::string> declined_lines(const std::vector<Record>& layer_records, std::size_t directions) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> seen;  // "algo: reason" -> directions
+  for (const Record& r : layer_records) {
+    if (r.status != "skipped") continue;
+    const std::string key = r.algorithm + ": " + r.reason;
+    auto it = std::find_if(seen.begin(), seen.end(), [&](const auto& e) { return e.first == key; });
+    if (it == seen.end()) it = seen.emplace(seen.end(), key, std::vector<std::string>{});
+    it->second.push_back(r.direction);
   }
+  std::vector<std::string> out;
+  for (const auto& [key, dirs] : seen) {
+    std::string line = key;
+    if (dirs.size() < directions) {
+      line += " (";
+      for (std::size_t i = 0; i < dirs.size(); ++i) line += (i ? ", " : "") + dirs[i];
+      line += ")";
+    }
+    out.push_back(line);
+  }
+  return out;
+}
+
+Record make_record(const Workload& wl, const ErrorCheck& check, const Candidate& c) {
+  const ConvProblem& p = wl.problem;
+  Record r;
+  r.layer = wl.layer.name;
+  r.direction = std::string(direction_name(p.direction));
+  r.algorithm = c.algorithm->name();
+  r.eligible = c.eligible;
+  r.reason = c.reason;
+  r.workspace_bytes = c.workspace;
+  r.flops = p.flops();
+  r.operand_bytes = 4.0 * double(p.x_numel() + p.w_numel() + p.y_numel());
+  r.problem = p.key();
+  r.check = check.description;
+  r.check_fraction = check.fraction;
+  return r;
 }
 
 void bench_one(const Layer& layer, ConvDirection dir, const Options& o, const Mode& mode, bool all_algos,
-               ThreadPool* pool, Report& rep) {
+               ThreadPool* pool, Progress& progress, std::size_t step, Report& rep) {
   const std::string label = msg(layer.name, " ", direction_name(dir));
   Workload wl = make_workload(layer, dir, mode, o.seed);
-  std::cerr << "[bench] " << label << ": reference check..." << std::flush;
-  const double t0 = now_seconds();
+  progress.show(step, label + ": reference check");
   const ErrorCheck check = make_error_check(wl, o.check_flops);
-  std::cerr << fmt(" %.2f s\n", now_seconds() - t0);
 
-  std::vector<Row> rows;
+  std::vector<Record> rows;
   double best = 0;
   int best_row = -1;
   for (const Candidate& c : list_candidates(layer, wl.problem, mode, all_algos)) {
-    Row r;
-    r.cand = c;
+    Record r = make_record(wl, check, c);
     if (!c.timed) {
       r.status = "skipped";
       rows.push_back(std::move(r));
       continue;
     }
-    std::cerr << "[bench] " << label << ": " << c.algorithm->name() << "..." << std::flush;
+    progress.show(step, label + ": " + r.algorithm);
     try {
-      r.timing = time_algorithm(wl, *c.algorithm, c.workspace, pool, o.repeats, o.early_stop, best);
-      r.check = check_output(wl, check);
-      r.status = !r.check.ok ? "wrong" : r.timing.early_stopped ? "early_stopped" : "timed";
-      std::cerr << fmt(" %.3f ms", r.timing.stats.median * 1e3) << (r.check.ok ? "\n" : " WRONG\n");
+      const Timing t = time_algorithm(wl, *c.algorithm, c.workspace, pool, o.repeats, o.early_stop, best);
+      const CheckResult chk = check_output(wl, check);
+      r.status = !chk.ok ? "wrong" : t.early_stopped ? "early_stopped" : "timed";
+      if (!chk.ok) r.reason = chk.detail;
+      r.error_ok = chk.ok;
+      r.max_abs_err = chk.max_abs_err;
+      r.rel_err = chk.rel_err;
+      r.median_ms = t.stats.median * 1e3;
+      r.min_ms = t.stats.min * 1e3;
+      r.max_ms = t.stats.max * 1e3;
+      for (double s : t.samples) r.samples_ms.push_back(s * 1e3);
     } catch (const std::exception& e) {
       r.status = "failed";
-      r.cand.reason = e.what();
-      std::cerr << " failed: " << e.what() << "\n";
+      r.reason = e.what();
     }
     if (r.status == "wrong" || r.status == "failed") ++rep.failures;
-    if (r.status == "timed" && c.eligible && (best_row < 0 || r.timing.stats.median < best)) {
-      best = r.timing.stats.median;
+    if (r.status == "timed" && c.eligible && (best_row < 0 || r.median_ms < best * 1e3)) {
+      best = r.median_ms * 1e-3;
       best_row = static_cast<int>(rows.size());
     }
     rows.push_back(std::move(r));
   }
   if (best_row >= 0) {
-    rows[static_cast<std::size_t>(best_row)].chosen = true;
-    rep.chosen_ms[std::string(direction_name(dir))].push_back(best * 1e3);
-    ++rep.wins[rows[static_cast<std::size_t>(best_row)].cand.algorithm->name()];
+    Record& chosen = rows[static_cast<std::size_t>(best_row)];
+    chosen.chosen = true;
+    rep.chosen_ms[chosen.direction].push_back(chosen.median_ms);
+    ++rep.wins[chosen.algorithm];
   }
+  progress.clear();
   print_table(wl, check, rows, std::cout);
   if (best_row < 0) std::cout << "   (no candidate could be timed: nothing chosen)\n";
-  add_json(wl, check, rows, rep);
-}
-
-std::string iso_date() {
-  std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
+  rep.records.insert(rep.records.end(), rows.begin(), rows.end());
 }
 
 /// printf into a string (a table row).
@@ -279,6 +330,17 @@ std::string row(const char* format, Args... args) {
   char buf[256];
   std::snprintf(buf, sizeof buf, format, args...);
   return buf;
+}
+
+/// The header of every JSON file: the run and the machine it ran on.
+Json run_json(const char* tool, const MachineInfo& machine, int threads, const std::string& flags) {
+  Json j{{"tool", tool}};
+  const Json m = to_json(machine);
+  for (const auto& [key, value] : m.items()) j[key] = value;
+  j["commit"] = git_commit();
+  j["threads"] = threads;
+  j["flags"] = flags;
+  return j;
 }
 
 /// --networks: every (network, mode) in its own child process, then a table and JSON.
@@ -297,12 +359,13 @@ int run_networks(const Options& o) {
   no.threads = o.threads > 0 ? o.threads : 2;
   no.repeats = o.repeats;
   no.seed = o.seed;
+  const MachineInfo machine = machine_info();
   std::cout << "convgraph-bench --networks: threads=" << no.threads << ", median of " << no.repeats
             << " steps after " << no.warmup << " warm-ups, flags=\"" << o.flags << "\""
-            << fmt(", load average %.2f", load_average()) << "\ncpu kernels: " << cpu_isa_name(active_cpu_isa()) << "\n"
+            << fmt(", load average %.2f", machine.load_average[0]) << "\ncpu kernels: " << machine.isa << "\n"
             << row("%-10s %-6s %10s %10s %12s %11s %11s %6s %9s\n", "network", "mode", "ms", "min ms", "images/s",
                    "peak MiB", "arena MiB", "fused", "compile s");
-  std::vector<std::string> records;
+  Json records = Json::array();
   for (const auto& n : o.networks)
     for (bool train : {true, false}) {
       const NetworkRecord r = time_network(n, train, no);
@@ -310,38 +373,49 @@ int run_networks(const Options& o) {
                        r.ms, r.min_ms, r.images_per_s, static_cast<double>(r.peak_bytes) / 1048576.0,
                        static_cast<double>(r.arena_bytes) / 1048576.0, r.fused_convs, r.compile_s)
                 << std::flush;
-      records.push_back(JsonObject()
-                            .add_str("network", r.network)
-                            .add_str("framework", "convgraph")
-                            .add_str("mode", r.mode)
-                            .add_num("ms", r.ms)
-                            .add_num("min_ms", r.min_ms)
-                            .add_num("images_per_s", r.images_per_s)
-                            .add_int("peak_bytes", static_cast<std::int64_t>(r.peak_bytes))
-                            .add_int("arena_bytes", static_cast<std::int64_t>(r.arena_bytes))
-                            .add_int("threads", no.threads)
-                            .add_num("compile_s", r.compile_s)
-                            .add_int("fused_convs", static_cast<std::int64_t>(r.fused_convs))
-                            .str(4));
+      records.push_back(Json{{"network", r.network},
+                             {"framework", "convgraph"},
+                             {"mode", r.mode},
+                             {"ms", r.ms},
+                             {"min_ms", r.min_ms},
+                             {"images_per_s", r.images_per_s},
+                             {"peak_bytes", r.peak_bytes},
+                             {"arena_bytes", r.arena_bytes},
+                             {"threads", no.threads},
+                             {"compile_s", r.compile_s},
+                             {"fused_convs", r.fused_convs}});
     }
   if (!o.json.empty()) {
-    std::string text = "{\n  \"tool\": \"convgraph-bench --networks\",\n  \"date\": " + json_string(iso_date()) +
-                       ",\n  \"threads\": " + std::to_string(no.threads) + ",\n  \"flags\": " + json_string(o.flags) +
-                       ",\n  \"records\": [\n";
-    for (std::size_t i = 0; i < records.size(); ++i) text += records[i] + (i + 1 < records.size() ? ",\n" : "\n");
-    text += "  ]\n}\n";
-    write_text_file(o.json, text);
+    Json j = run_json("convgraph-bench --networks", machine, no.threads, o.flags);
+    j["records"] = std::move(records);
+    write_json_file(o.json, j);
     std::cerr << "[bench] wrote " << o.json << "\n";
   }
   return 0;
 }
 
-int run(int argc, char** argv) {
-  const Options o = parse_args(argc, argv);
-  if (o.help) {
-    std::cout << kUsage;
-    return 0;
+/// Creates the output files now: a bad path fails before the run, not after it.
+void check_writable(const Options& o) {
+  if (!o.json.empty()) write_text_file(o.json, "");
+  if (!o.csv.empty()) write_text_file(o.csv, "");
+  if (!o.report.empty()) {
+    try {
+      std::filesystem::create_directories(o.report);
+    } catch (const std::filesystem::filesystem_error& e) {
+      throw UsageError(msg("--report: cannot create '", o.report, "': ", e.code().message()));
+    }
+    write_text_file((std::filesystem::path(o.report) / "index.html").string(), "");
   }
+}
+
+int run(int argc, char** argv) {
+  Options o;
+  CLI::App app{kDescription, "convgraph-bench"};
+  app.footer(kFooter);
+  setup_cli(app, msg("(commit ", git_commit(), ")"));
+  add_options(app, o);
+  if (const int status = parse_cli(app, argc, argv); status >= 0) return status;
+  if (!o.layers_file.empty() && o.suite != "standard") throw UsageError("--layers and --suite quick are exclusive");
   if (!o.networks.empty()) return run_networks(o);
   const std::vector<Layer> layers = select_layers(o);
   Mode mode;
@@ -352,57 +426,96 @@ int run(int argc, char** argv) {
   }
   if (mode.device != DeviceKind::cpu && !cuda_info().available)
     throw UsageError(msg("--flags: device=", device_name(mode.device), " needs a GPU: ", cuda_info().reason));
-  for (const Layer& l : layers)  // every problem is valid before any work starts
-    for (ConvDirection d : o.directions) (void)make_problem(l, d, mode);
-  if (!o.json.empty()) write_text_file(o.json, "");  // fail now, not after the whole run
+  std::vector<double> step_work;  // every problem is valid before any work starts
+  for (const Layer& l : layers)
+    for (ConvDirection d : o.directions) step_work.push_back(make_problem(l, d, mode).flops());
+  const Anchors anchors = o.anchors.empty() ? Anchors{} : read_anchors(o.anchors);
+  check_writable(o);
   const int threads = o.threads > 0 ? o.threads : mode.threads;
   if (threads > 0) setenv("CONVGRAPH_THREADS", std::to_string(threads).c_str(), 1);
   ThreadPool& pool = ThreadPool::default_pool();  // the reference uses it too
   const bool all_algos = o.all_algorithms >= 0 ? o.all_algorithms == 1 : o.suite == "quick";
+  const MachineInfo machine = machine_info();
 
   std::cout << "convgraph-bench: " << layers.size() << " layers x " << o.directions.size()
             << " directions, fp32, threads=" << pool.size() << ", repeats=" << o.repeats
             << " (median after 1 warm-up), flags=\"" << o.flags << "\""
             << (all_algos ? ", all algorithms timed (* = fastest meta candidate)" : "")
-            << fmt(", load average %.2f", load_average()) << "\n"
-            << "cpu kernels: " << cpu_isa_name(active_cpu_isa()) << " (this CPU supports "
-            << cpu_isa_name(detected_cpu_isa()) << "; CONVGRAPH_CPU_ISA lowers it)\n";
+            << fmt(", load average %.2f", machine.load_average[0]) << "\n"
+            << "cpu kernels: " << machine.isa << " (this CPU supports " << machine.isa_detected
+            << "; CONVGRAPH_CPU_ISA lowers it)\n";
   Report rep;
   const double t_start = now_seconds();
-  for (const Layer& l : layers)
-    for (ConvDirection d : o.directions) bench_one(l, d, o, mode, all_algos, &pool, rep);
+  {
+    Progress progress(step_work);
+    std::size_t step = 0;
+    for (const Layer& l : layers) {
+      const std::size_t first = rep.records.size();
+      for (ConvDirection d : o.directions) {
+        bench_one(l, d, o, mode, all_algos, &pool, progress, step, rep);
+        progress.finish_step(step++);
+      }
+      const std::vector<Record> mine(rep.records.begin() + static_cast<std::ptrdiff_t>(first), rep.records.end());
+      rep.declined.emplace_back(l.name, declined_lines(mine, o.directions.size()));
+      if (!rep.declined.back().second.empty()) {
+        std::cout << "\n   declined on " << l.name << " (not timed; every direction unless noted):\n";
+        for (const auto& line : rep.declined.back().second) std::cout << "     " << line << "\n";
+      }
+    }
+  }
 
   std::cout << "\n== summary: geometric mean of the chosen algorithm's median ms\n";
-  std::vector<std::string> summary;
+  Json summary = Json::array();
   for (ConvDirection d : o.directions) {
     const auto& v = rep.chosen_ms[std::string(direction_name(d))];
     char name[32];
     std::snprintf(name, sizeof name, "%-11s", std::string(direction_name(d)).c_str());
     std::cout << "   " << name << (v.empty() ? std::string("         - ms") : fmt("%10.3f ms", geometric_mean(v)))
               << "  over " << v.size() << " layers\n";
-    summary.push_back(JsonObject()
-                          .add_str("direction", direction_name(d))
-                          .add_num("geomean_chosen_ms", geometric_mean(v))
-                          .add_int("layers", static_cast<std::int64_t>(v.size()))
-                          .str(4));
+    summary.push_back(
+        Json{{"direction", direction_name(d)}, {"geomean_chosen_ms", geometric_mean(v)}, {"layers", v.size()}});
   }
   std::cout << "   chosen:";
   for (const auto& [name, n] : rep.wins) std::cout << " " << name << " x" << n;
   std::cout << fmt("\n   total %.1f s", now_seconds() - t_start)
-            << (rep.failures ? msg(", ", rep.failures, " candidate run(s) FAILED or WRONG") : std::string()) << "\n";
+            << (rep.failures ? msg(", ", rep.failures, " candidate run(s) FAILED or WRONG") : std::string()) << "\n"
+            << std::flush;
 
+  const MachineInfo machine_end = machine_info();
   if (!o.json.empty()) {
-    std::string text = "{\n  \"tool\": \"convgraph-bench\",\n  \"date\": " + json_string(iso_date()) +
-                       ",\n  \"threads\": " + std::to_string(pool.size()) +
-                       ",\n  \"repeats\": " + std::to_string(o.repeats) + ",\n  \"flags\": " + json_string(o.flags) +
-                       ",\n  \"mode\": " + json_string(mode.to_string()) + ",\n  \"records\": [\n";
-    for (std::size_t i = 0; i < rep.json_records.size(); ++i)
-      text += rep.json_records[i] + (i + 1 < rep.json_records.size() ? ",\n" : "\n");
-    text += "  ],\n  \"summary\": [\n";
-    for (std::size_t i = 0; i < summary.size(); ++i) text += summary[i] + (i + 1 < summary.size() ? ",\n" : "\n");
-    text += "  ]\n}\n";
-    write_text_file(o.json, text);
+    Json j = run_json("convgraph-bench", machine, static_cast<int>(pool.size()), o.flags);
+    j["load_average_end"] = to_json(machine_end)["load_average"];
+    j["repeats"] = o.repeats;
+    j["mode"] = mode.to_string();
+    j["records"] = Json::array();
+    for (const Record& r : rep.records) j["records"].push_back(to_json(r));
+    j["summary"] = std::move(summary);
+    write_json_file(o.json, j);
     std::cerr << "[bench] wrote " << o.json << "\n";
+  }
+  if (!o.csv.empty()) {
+    write_text_file(o.csv, records_csv(rep.records));
+    std::cerr << "[bench] wrote " << o.csv << "\n";
+  }
+  if (!o.report.empty()) {
+    ReportInput in;
+    in.machine = machine;
+    in.commit = git_commit();
+    in.flags = o.flags;
+    in.mode = mode.to_string();
+    in.threads = static_cast<int>(pool.size());
+    in.repeats = o.repeats;
+    std::cerr << "[bench] measuring the FP32 peak and the memory bandwidth for the roofline...\n";
+    const PeakResult peak = measure_peak(in.threads);
+    in.peak_gflops = peak.gflops;
+    in.peak_isa = peak.isa;
+    in.bandwidth_gbs = measure_bandwidth(in.threads);
+    in.records = rep.records;
+    in.declined = rep.declined;
+    in.anchors = anchors;
+    in.anchors_source = o.anchors;
+    write_report(o.report, in);
+    std::cerr << "[bench] wrote " << (std::filesystem::path(o.report) / "index.html").string() << "\n";
   }
   return rep.failures ? 1 : 0;
 }

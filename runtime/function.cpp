@@ -16,10 +16,10 @@
 #include "convgraph/optimizer/optimize.hpp"
 #include "convgraph/core/thread_pool.hpp"
 #include "core/checked_math.hpp"
-#include "core/escape.hpp"
 #include "ops/elementwise_info.hpp"
 #include "ops/fused_elementwise.hpp"
 #include "backends/device_buffers.hpp"
+#include "runtime/chrome_trace.hpp"
 #include "runtime/memory_planner.hpp"
 
 namespace convgraph {
@@ -276,12 +276,12 @@ struct Function::Impl {
     ExecContext device_ctx{pool, workspace[1] ? workspace[1]->data : nullptr, p.workspace_bytes[1], nullptr};
     std::size_t step = 0;
     std::vector<Tensor> ins;
-    std::ostringstream trace;  // Chrome trace events of this call, when profiling
     // This call's per-node statistics (profile=true), merged into `profile` at the end:
     // the labels never change after compile(), so they are read without stats_mu.
     struct Sample {
       double seconds = 0;
       std::size_t output_bytes = 0, workspace_bytes = 0;
+      detail::TraceSpan span;  // for the Chrome trace
     };
     std::vector<Sample> samples(mode.profile ? profile.nodes.size() : 0);
     for (std::size_t i = 0; i < order.size(); ++i) {
@@ -318,14 +318,10 @@ struct Function::Impl {
                               values[i].nbytes(), " bytes, the workspace ", ctx.workspace_bytes, " bytes"));
       }
       if (mode.profile) {
-        const NodeProfile& np = profile.nodes[step];  // node, op, implementation: fixed
         Sample& sample = samples[step];
         const double dt = seconds_since(t0);
         sample.seconds = dt;
-        const double start_us = std::chrono::duration<double, std::micro>(t0 - t_call).count();
-        trace << (step ? ",\n" : "") << "{\"name\":\"" << np.op << "\",\"cat\":\"" << (np.implementation.empty() ? "op" : np.implementation)
-              << "\",\"ph\":\"X\",\"ts\":" << start_us << ",\"dur\":" << dt * 1e6
-              << ",\"pid\":1,\"tid\":1,\"args\":{\"node\":\"" << detail::escape_quotes(np.node) << "\"}}";
+        sample.span = {std::chrono::duration<double, std::micro>(t0 - t_call).count(), dt * 1e6};
         sample.output_bytes = values[i].nbytes();
         std::vector<TensorType> tys;
         for (const auto& in : v.inputs()) tys.push_back(p.types[static_cast<std::size_t>(slot.at(in.node()))]);
@@ -358,7 +354,11 @@ struct Function::Impl {
     }
     profile.calls++;
     profile.call_seconds += seconds_since(t_call);
-    if (mode.profile) profile.chrome_trace = "{\"traceEvents\":[\n" + trace.str() + "\n]}\n";
+    if (mode.profile) {
+      std::vector<detail::TraceSpan> spans;
+      for (const Sample& sample : samples) spans.push_back(sample.span);
+      profile.chrome_trace = detail::chrome_trace_json(profile.nodes, spans);
+    }
     return outs;
   }
 };

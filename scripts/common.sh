@@ -5,7 +5,11 @@ BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 JOBS="${JOBS:-$(nproc)}"
 
 # Debian packages the build and tests need; only the missing ones are installed.
-PACKAGES=(g++ cmake ninja-build pkg-config libeigen3-dev catch2 qemu-user)
+# nlohmann-json3-dev: every JSON; libcli11-dev: the programs' command lines; graphviz: the
+# test that renders to_dot() output; zlib1g-dev: .npz files (CRC-32, deflate).
+# libopenmpi-dev, openmpi-bin: data-parallel training (CONVGRAPH_WITH_MPI) and its tests.
+PACKAGES=(g++ cmake ninja-build pkg-config libeigen3-dev catch2 qemu-user nlohmann-json3-dev libcli11-dev graphviz zlib1g-dev
+  libopenmpi-dev openmpi-bin)
 
 install_missing() {
   local missing=()
