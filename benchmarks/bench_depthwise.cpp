@@ -2,7 +2,7 @@
 // depthwise layer (depthwise_3x3: N=8, C=K=256, groups=256, 28x28, 3x3, stride 1, pad 1),
 // float32, every direction, the algorithms interleaved in one process, medians in ms.
 // Built as bench_depthwise by benchmarks/CMakeLists.txt; not a test.
-// Usage: bench_depthwise [threads=2] [repeats=30] [only: time cpu.depthwise alone]
+// Usage: bench_depthwise [threads=2] [repeats=30] [only: time cpu.depthwise alone] [--version]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "benchmarks/bench_cli.hpp"
 #include "convgraph/backends/conv_algorithm.hpp"
 #include "convgraph/backends/cpu/algorithms.hpp"
 #include "convgraph/core/thread_pool.hpp"
@@ -36,9 +37,17 @@ Buffer make_buffer(std::size_t n, std::mt19937& rng) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
-  const int repeats = argc > 2 ? std::atoi(argv[2]) : 30;
-  const bool only_depthwise = argc > 3 && std::string(argv[3]) == "only";  // for profiling
+  int threads = 2, repeats = 30;
+  std::string only;
+  CLI::App app{"bench_depthwise: cpu.depthwise against cpu.corrmm and cpu.direct on depthwise_3x3, every "
+               "direction, medians in ms.",
+               "bench_depthwise"};
+  convgraph::bench::setup_cli(app);
+  app.add_option("threads", threads, "threads")->check(CLI::Range(1, 1024))->capture_default_str();
+  app.add_option("repeats", repeats, "timed runs per algorithm")->check(CLI::Range(1, 1000000))->capture_default_str();
+  app.add_option("only", only, "'only': time cpu.depthwise alone (for profiling)")->check(CLI::IsMember({"only"}));
+  if (const int status = convgraph::bench::parse_cli(app, argc, argv); status >= 0) return status;
+  const bool only_depthwise = only == "only";
   ThreadPool pool(threads);
   ConvParams params;
   params.ndim = 2;

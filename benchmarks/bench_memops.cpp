@@ -5,6 +5,7 @@
 // write divided by that time, and that rate as a share of triad.
 // Built as bench_memops by benchmarks/CMakeLists.txt; not a test.
 // Usage: bench_memops [threads=2] [repeats=50] [filter: run the cases whose name contains it]
+//        [--version]
 //
 // Adding a case: build the op with the DSL on static-shape inputs and call add() with its
 // input tensors (see main); a gradient op comes from the forward op's Op::grad.
@@ -18,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "benchmarks/bench_cli.hpp"
 #include "convgraph/backends/kernel_registry.hpp"
 #include "convgraph/convgraph.hpp"
 #include "convgraph/ops/batch_norm.hpp"
@@ -131,8 +133,17 @@ std::string shape_name(const Shape& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
-  Bench b{ThreadPool(threads), argc > 2 ? std::atoi(argv[2]) : 50, argc > 3 ? argv[3] : ""};
+  int threads = 2, repeats = 50;
+  std::string filter;
+  CLI::App app{"bench_memops: pooling, global average pooling, bias add and batch norm against STREAM triad on "
+               "the same threads.",
+               "bench_memops"};
+  convgraph::bench::setup_cli(app);
+  app.add_option("threads", threads, "threads")->check(CLI::Range(1, 1024))->capture_default_str();
+  app.add_option("repeats", repeats, "timed runs per case")->check(CLI::Range(1, 1000000))->capture_default_str();
+  app.add_option("filter", filter, "run only the cases whose name contains this text");
+  if (const int status = convgraph::bench::parse_cli(app, argc, argv); status >= 0) return status;
+  Bench b{ThreadPool(threads), repeats, filter};
   b.triad = triad_gbs(b.pool, b.repeats);
   std::printf("bench_memops: float32, %d threads, median of %d runs\n", threads, b.repeats);
   std::printf("STREAM triad: %.2f GB/s (3 x 256 MiB float64 arrays)\n", b.triad);

@@ -1,8 +1,8 @@
 // bench_sgemm: convgraph's sgemm against Eigen (and oneDNN's dnnl_sgemm when built with
 // it) on the GEMM shapes that im2col turns the standard conv layers into.
 //
-//   bench_sgemm [--threads=1,2] [--samples=N] [--filter=substring] [--isa=avx512|avx2|baseline]
-//               [--wall]
+//   bench_sgemm [--threads 1,2] [--samples N] [--filter substring] [--isa avx512|avx2|baseline]
+//               [--wall] [--version]     (--opt=value works too)
 //
 // Prints an FMA peak check first (these hosts sometimes run one vCPU at half speed: rerun
 // when it reads low), then per shape and thread count the median GFLOP/s of each
@@ -33,6 +33,7 @@
 #pragma GCC diagnostic pop
 
 #include "backends/cpu/sgemm.hpp"
+#include "benchmarks/bench_cli.hpp"
 #include "convgraph/core/thread_pool.hpp"
 
 #if CONVGRAPH_HAVE_OPENMP
@@ -181,37 +182,33 @@ int main(int argc, char** argv) {
 #endif
   std::vector<int> thread_counts = {1, 2};
   int samples = 7;
-  std::string filter;
-  CpuIsa isa = active_cpu_isa();
+  std::string filter, isa_name;
   bool wall = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg.rfind("--threads=", 0) == 0) {
-      thread_counts.clear();
-      for (const char* p = arg.c_str() + 10; *p;) {
-        thread_counts.push_back(std::atoi(p));
-        while (*p && *p != ',') ++p;
-        if (*p == ',') ++p;
-      }
-    } else if (arg.rfind("--samples=", 0) == 0) {
-      samples = std::max(1, std::atoi(arg.c_str() + 10));
-    } else if (arg.rfind("--filter=", 0) == 0) {
-      filter = arg.substr(9);
-    } else if (arg == "--wall") {
-      wall = true;
-    } else if (arg.rfind("--isa=", 0) == 0) {
-      const std::string v = arg.substr(6);
-      const auto parsed = parse_cpu_isa(v);
-      if (!parsed || !cpu_isa_supported(*parsed)) {
-        std::fprintf(stderr, "--isa=%s: not a level this CPU runs (baseline, avx2, avx512; best %s)\n",
-                     v.c_str(), cpu_isa_name(detected_cpu_isa()));
-        return 2;
-      }
-      isa = *parsed;
-    } else {
-      std::fprintf(stderr, "usage: %s [--threads=1,2] [--samples=N] [--filter=s] [--isa=avx512|avx2|baseline] [--wall]\n", argv[0]);
+  CLI::App app{"bench_sgemm: convgraph's sgemm against Eigen (and oneDNN's dnnl_sgemm when built with it) on the "
+               "GEMM shapes im2col makes of the standard conv layers; GFLOP/s medians.",
+               "bench_sgemm"};
+  convgraph::bench::setup_cli(app);
+  app.add_option("--threads", thread_counts, "thread counts to time, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1024))
+      ->type_name("N[,N...]");
+  app.add_option("--samples", samples, "interleaved samples per implementation (median reported)")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  app.add_option("--filter", filter, "only shapes whose name contains this text");
+  app.add_option("--isa", isa_name, "convgraph's kernel level: avx512, avx2 or baseline (default: the best)")
+      ->check(CLI::IsMember({"avx512", "avx2", "baseline"}));
+  app.add_flag("--wall", wall, "time one-thread rows in wall time instead of thread CPU time");
+  if (const int status = convgraph::bench::parse_cli(app, argc, argv); status >= 0) return status;
+  CpuIsa isa = active_cpu_isa();
+  if (!isa_name.empty()) {
+    const auto parsed = parse_cpu_isa(isa_name);
+    if (!parsed || !cpu_isa_supported(*parsed)) {
+      std::fprintf(stderr, "bench_sgemm: error: --isa %s: not a level this CPU runs (best: %s)\n", isa_name.c_str(),
+                   cpu_isa_name(detected_cpu_isa()));
       return 2;
     }
+    isa = *parsed;
   }
 
   const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");

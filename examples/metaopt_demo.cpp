@@ -3,9 +3,10 @@
 // convolution (metaopt.verbose=1 prints the table); the second finds every decision in
 // the cache file and does no timing.
 //
-//   example_metaopt_demo [CACHE_FILE]   (default: a fresh file in the temporary folder)
+//   example_metaopt_demo [CACHE_FILE] [--version]   (default: a fresh file in the temporary folder)
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <convgraph/convgraph.hpp>
 #include <cstdio>
@@ -29,10 +30,20 @@ double compile_and_time(const std::vector<Var>& inputs, const std::vector<Var>& 
 
 int main(int argc, char** argv) {
   namespace fs = std::filesystem;
-  const std::string cache = argc > 1 ? argv[1]
-                                     : (fs::temp_directory_path() /
-                                        ("convgraph_metaopt_demo_" + std::to_string(::getpid())) / "tuning.txt")
-                                           .string();
+  std::string cache_arg;
+  CLI::App app{"The meta-optimizer and its tuning cache: one graph compiled twice with conv_meta.", "metaopt_demo"};
+  app.set_version_flag("--version", std::string("metaopt_demo ") + convgraph::version());
+  app.add_option("cache", cache_arg, "tuning-cache file (default: a fresh file in the temporary folder, removed after)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help and --version exit 0, bad usage 2
+  }
+  const bool own_cache = cache_arg.empty();
+  const std::string cache = !own_cache ? cache_arg
+                                       : (fs::temp_directory_path() /
+                                          ("convgraph_metaopt_demo_" + std::to_string(::getpid())) / "tuning.txt")
+                                             .string();
   fs::remove(cache);  // the first compile must start cold
 
   // image -> 3x3 conv -> relu -> strided 3x3 conv -> relu -> 1x1 conv
@@ -63,5 +74,5 @@ int main(int argc, char** argv) {
                      Tensor::full(DType::float32, {32, 32, 3, 3}, 0.01f), Tensor::full(DType::float32, {64, 32, 1, 1}, 0.01f)});
   std::printf("\noutput %s, y[0,0,0,0] = %g\ncache file: %s\n", shape_to_string(out[0].shape()).c_str(),
               out[0].at<float>({0, 0, 0, 0}), cache.c_str());
-  if (argc <= 1) fs::remove_all(fs::path(cache).parent_path());
+  if (own_cache) fs::remove_all(fs::path(cache).parent_path());
 }

@@ -9,8 +9,9 @@
 // running averages, and applies them in place. Inference is a second Function over the
 // same variables, with batch norm in inference form.
 //
-// usage: train_digits [--data FILE] [--epochs N] [--threads T] [--min-accuracy A]
-//   exits 1 when the test accuracy is below --min-accuracy (default 0).
+// usage: train_digits [--data FILE] [--epochs N] [--threads T] [--min-accuracy A] [--dot FILE]
+//   exits 1 when the test accuracy is below --min-accuracy (default 0); --dot writes the
+//   compiled training step as Graphviz DOT.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -24,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <convgraph/convgraph.hpp>
 #include <convgraph/core/shared.hpp>
 #include <convgraph/ops/batch_norm.hpp>
@@ -142,26 +144,23 @@ Tensor batch_of(const Split& s, const std::vector<std::int64_t>& idx, std::int64
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string data = CONVGRAPH_DIGITS_CSV;
+  std::string data = CONVGRAPH_DIGITS_CSV, dot_file;
   int epochs = 30, threads = 2;
   double min_accuracy = 0;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "train_digits: %s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--data") data = value();
-    else if (a == "--epochs") epochs = std::atoi(value().c_str());
-    else if (a == "--threads") threads = std::atoi(value().c_str());
-    else if (a == "--min-accuracy") min_accuracy = std::atof(value().c_str());
-    else {
-      std::fprintf(stderr, "usage: train_digits [--data FILE] [--epochs N] [--threads T] [--min-accuracy A]\n");
-      return 2;
-    }
+  CLI::App app{"Trains a small CNN on scikit-learn's handwritten digits and prints the test accuracy.",
+               "train_digits"};
+  app.set_version_flag("--version", std::string("train_digits ") + convgraph::version());
+  app.add_option("--data", data, "the digits CSV (examples/data/digits.csv)")->capture_default_str();
+  app.add_option("--epochs", epochs, "passes over the training images")->check(CLI::Range(0, 100000))->capture_default_str();
+  app.add_option("--threads", threads, "threads")->check(CLI::Range(1, 1024))->capture_default_str();
+  app.add_option("--min-accuracy", min_accuracy, "exit 1 when the test accuracy is below this")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  app.add_option("--dot", dot_file, "write the compiled training step as Graphviz DOT (dot -Tsvg renders it)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help and --version exit 0, bad usage 2
   }
   try {
     const auto t0 = std::chrono::steady_clock::now();
@@ -179,6 +178,10 @@ int main(int argc, char** argv) {
     Updates updates = sgd(model.params, grad(loss, wrt), {.lr = 0.05, .momentum = 0.9, .weight_decay = 1e-4});
     updates.insert(updates.end(), model.running.begin(), model.running.end());
     Function step = compile({x, y}, {loss}, mode, updates);
+    if (!dot_file.empty()) {
+      std::ofstream(dot_file) << to_dot(step.graph());
+      std::printf("wrote the training step's graph to %s\n", dot_file.c_str());
+    }
 
     Var xi = input(DType::float32, {kUnknown, 1, 8, 8}, "x");
     Function predict = compile({xi}, {model.logits(xi, /*train=*/false)}, mode);
