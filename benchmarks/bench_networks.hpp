@@ -3,9 +3,11 @@
 // mode), measured as benchmarks/NETWORKS.md defines (convgraph_bench_networks.cpp).
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include <convgraph/core/shared.hpp>
 #include <convgraph/optimizer/mode.hpp>
 
 namespace convgraph::bench {
@@ -16,6 +18,11 @@ struct NetworkOptions {
   int warmup = 2;     ///< untimed calls before the timed ones
   int repeats = 10;   ///< timed calls; the median is reported
   std::uint64_t seed = 1;  ///< parameter initialisation
+  /// Data-parallel runs (convgraph-bench-mpi): the batch is split into this many shards
+  /// and this process trains on one; the hook turns the step's updates into data-parallel
+  /// ones (dist::data_parallel) given the gradients.
+  int shards = 1;
+  std::function<Updates(const Updates&, const std::vector<Var>&)> parallel_updates;
 };
 
 struct NetworkRecord {
@@ -32,5 +39,8 @@ struct NetworkRecord {
 std::vector<std::string> network_names();
 /// Builds, compiles and times one network in a fresh child process.
 NetworkRecord time_network(const std::string& name, bool train, const NetworkOptions& options);
+/// The same in this process (no fork: an MPI process must not fork); peak_bytes is then
+/// the growth of this process's peak.
+NetworkRecord time_network_here(const std::string& name, bool train, const NetworkOptions& options);
 
 }  // namespace convgraph::bench

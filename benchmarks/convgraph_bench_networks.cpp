@@ -159,13 +159,17 @@ NetworkRecord run_one(const NetworkSpec& spec, bool train, const NetworkOptions&
   Mode mode = opt.mode;
   mode.threads = opt.threads;
   NetBuilder b(train, opt.seed);
-  Var x = input(DType::float32, spec.input, "x");
+  Shape in_shape = spec.input;
+  if (opt.shards < 1 || in_shape[0] % opt.shards != 0)
+    throw ValueError(msg(spec.name, ": batch ", in_shape[0], " does not split into ", opt.shards, " shards"));
+  in_shape[0] /= opt.shards;
+  Var x = input(DType::float32, in_shape, "x");
   Var logits = spec.build(b, x);
-  const std::int64_t batch = spec.input[0];
+  const std::int64_t batch = in_shape[0];
   // One fixed batch: standard normal inputs, labels uniform in 0..9 (seed 1).
   std::mt19937_64 rng(1);
   std::normal_distribution<double> normal(0, 1);
-  Tensor xv(DType::float32, spec.input);
+  Tensor xv(DType::float32, in_shape);
   for (std::int64_t i = 0; i < xv.numel(); ++i) xv.set(i, normal(rng));
   Tensor labels(DType::int64, {batch});
   for (std::int64_t i = 0; i < batch; ++i) labels.set(i, static_cast<double>(rng() % 10));
@@ -176,8 +180,10 @@ NetworkRecord run_one(const NetworkSpec& spec, bool train, const NetworkOptions&
     Var y = input(DType::int64, {batch}, "labels");
     Var loss = mean(categorical_crossentropy(softmax(logits), y));
     const std::vector<Var> wrt(b.params.begin(), b.params.end());
-    Updates updates = sgd(b.params, grad(loss, wrt), SgdOptions{.lr = 0.01});
+    const std::vector<Var> grads = grad(loss, wrt);
+    Updates updates = sgd(b.params, grads, SgdOptions{.lr = 0.01});
     updates.insert(updates.end(), b.state.begin(), b.state.end());
+    if (opt.parallel_updates) updates = opt.parallel_updates(updates, grads);
     return compile({x, y}, {loss}, mode, updates);
   }();
   const double compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -196,7 +202,7 @@ NetworkRecord run_one(const NetworkSpec& spec, bool train, const NetworkOptions&
   r.mode = train ? "train" : "infer";
   r.ms = median(ms);
   r.min_ms = *std::min_element(ms.begin(), ms.end());
-  r.images_per_s = 1000.0 * static_cast<double>(batch) / r.ms;
+  r.images_per_s = 1000.0 * static_cast<double>(batch * opt.shards) / r.ms;  // the whole batch
   r.peak_bytes = static_cast<std::size_t>(std::max<std::int64_t>(0, rss_kib("VmHWM:") - rss0)) * 1024;
   r.arena_bytes = f.peak_bytes();
   r.compile_s = compile_s;
@@ -215,11 +221,20 @@ std::vector<std::string> network_names() {
   return names;
 }
 
-NetworkRecord time_network(const std::string& name, bool train, const NetworkOptions& opt) {
-  const NetworkSpec* spec = nullptr;
+namespace {
+const NetworkSpec& find_spec(const std::string& name) {
   for (const auto& s : specs())
-    if (name == s.name) spec = &s;
-  if (!spec) throw ValueError(msg("--networks: unknown network '", name, "' (known: lenet, resnet8, c3d_small)"));
+    if (name == s.name) return s;
+  throw ValueError(msg("--networks: unknown network '", name, "' (known: lenet, resnet8, c3d_small)"));
+}
+}  // namespace
+
+NetworkRecord time_network_here(const std::string& name, bool train, const NetworkOptions& opt) {
+  return run_one(find_spec(name), train, opt);
+}
+
+NetworkRecord time_network(const std::string& name, bool train, const NetworkOptions& opt) {
+  const NetworkSpec* spec = &find_spec(name);
   // A fresh child process per (network, mode): its peak RSS is this network's alone. The
   // record comes back as one line of text.
   int fds[2];

@@ -9,7 +9,16 @@
 // running averages, and applies them in place. Inference is a second Function over the
 // same variables, with batch norm in inference form.
 //
+// Under `mpirun -np N` it trains data-parallel (convgraph/dist/mpi.hpp): every global batch
+// of 32 (rounded down to a multiple of N) is split into N shards, rank r computes the
+// gradients of shard r, the allreduce nodes average them (and batch norm's running
+// statistics), and every rank applies the same update. With --check, rank 0 also trains
+// a second copy of the model in this one process on the same global batches (shard by
+// shard, averaging as the ranks do) and prints the largest difference of any parameter
+// or statistic as its last line; exit 1 when it exceeds 1e-4.
+//
 // usage: train_digits [--data FILE] [--epochs N] [--threads T] [--min-accuracy A] [--dot FILE]
+//                     [--check]
 //   exits 1 when the test accuracy is below --min-accuracy (default 0); --dot writes the
 //   compiled training step as Graphviz DOT.
 #include <algorithm>
@@ -19,6 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <sstream>
@@ -28,6 +38,7 @@
 #include <CLI/CLI.hpp>
 #include <convgraph/convgraph.hpp>
 #include <convgraph/core/shared.hpp>
+#include <convgraph/dist/mpi.hpp>
 #include <convgraph/ops/batch_norm.hpp>
 #include <convgraph/ops/pool.hpp>
 #include <convgraph/ops/updates.hpp>
@@ -85,6 +96,12 @@ class Model {
 
   std::vector<SharedVar> params;
   Updates running;  // batch norm's running statistics, from the training graph
+  /// Every variable: the parameters, then the running statistics.
+  std::vector<SharedVar> variables() const {
+    std::vector<SharedVar> all = params;
+    all.insert(all.end(), stats_.begin(), stats_.end());
+    return all;
+  }
 
  private:
   Var block(const Var& x, std::int64_t k, bool train) {
@@ -141,12 +158,68 @@ Tensor batch_of(const Split& s, const std::vector<std::int64_t>& idx, std::int64
   return x;
 }
 
+const SgdOptions kSgd{.lr = 0.05, .momentum = 0.9, .weight_decay = 1e-4};
+
+/// The --check reference: the model trained in this process alone. A step computes each
+/// shard's gradients and batch-norm statistics, averages them in shard order as the ranks'
+/// allreduce does (float sums, then / N), and applies SGD with the averages.
+class OneProcess {
+ public:
+  OneProcess(std::int64_t shard, const Mode& mode) : model_(/*seed=*/7) {
+    Var x = input(DType::float32, {shard, 1, 8, 8}, "x");
+    Var y = input(DType::int64, {shard}, "labels");
+    Var loss = mean(categorical_crossentropy(softmax(model_.logits(x, /*train=*/true)), y));
+    std::vector<Var> outs = grad(loss, std::vector<Var>(model_.params.begin(), model_.params.end()));
+    std::vector<Var> averaged;  // inputs of the update: one per gradient, then per statistic
+    for (const auto& p : model_.params) averaged.push_back(input(DType::float32, p.shape()));
+    Updates updates = sgd(model_.params, std::vector<Var>(averaged.begin(), averaged.end()), kSgd);
+    for (const auto& [var, next] : model_.running) {
+      outs.push_back(next);
+      averaged.push_back(input(DType::float32, var.shape()));
+      updates.emplace_back(var, averaged.back());
+    }
+    shard_step_ = std::make_unique<Function>(compile({x, y}, outs, mode));
+    apply_ = std::make_unique<Function>(compile(averaged, {}, mode, updates));
+  }
+
+  void step(const std::vector<std::pair<Tensor, Tensor>>& shards) {
+    std::vector<Tensor> sum;
+    for (const auto& [x, y] : shards) {
+      const std::vector<Tensor> got = (*shard_step_)({x, y});
+      if (sum.empty()) {
+        for (const auto& t : got) sum.push_back(t.clone());
+        continue;
+      }
+      for (std::size_t k = 0; k < got.size(); ++k)
+        for (std::int64_t i = 0; i < got[k].numel(); ++i) sum[k].data<float>()[i] += got[k].data<float>()[i];
+    }
+    const auto n = static_cast<float>(shards.size());
+    for (auto& t : sum)
+      for (std::int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] /= n;
+    (*apply_)(sum);
+  }
+
+  /// Largest |difference| between the two models' parameters and statistics.
+  double max_diff(const Model& other) const {
+    double d = 0;
+    const auto mine = model_.variables(), theirs = other.variables();
+    for (std::size_t i = 0; i < mine.size(); ++i) d = std::max(d, max_abs_diff(mine[i].get_value(), theirs[i].get_value()));
+    return d;
+  }
+
+ private:
+  Model model_;
+  std::unique_ptr<Function> shard_step_, apply_;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  dist::Session mpi(&argc, &argv);  // MPI when mpirun started us; else a job of one process
   std::string data = CONVGRAPH_DIGITS_CSV, dot_file;
   int epochs = 30, threads = 2;
   double min_accuracy = 0;
+  bool check = false;
   CLI::App app{"Trains a small CNN on scikit-learn's handwritten digits and prints the test accuracy.",
                "train_digits"};
   app.set_version_flag("--version", std::string("train_digits ") + convgraph::version());
@@ -156,6 +229,9 @@ int main(int argc, char** argv) {
   app.add_option("--min-accuracy", min_accuracy, "exit 1 when the test accuracy is below this")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
+  app.add_flag("--check", check,
+               "also train in one process on the same global batches; print the largest parameter "
+               "difference last, exit 1 above 1e-4");
   app.add_option("--dot", dot_file, "write the compiled training step as Graphviz DOT (dot -Tsvg renders it)");
   try {
     app.parse(argc, argv);
@@ -166,22 +242,33 @@ int main(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     Split train, test;
     load(data, train, test);
-    constexpr std::int64_t kBatch = 32;
+    const int rank = dist::rank(), ranks = dist::size();
+    const bool distributed = dist::initialized();
+    if (ranks > 32) throw ValueError(msg("train_digits: ", ranks, " ranks; at most 32 (one image each per batch)"));
+    const std::int64_t kBatch = 32 - 32 % ranks, shard = kBatch / ranks;  // global batch, per rank
     Mode mode = Mode::fast_run();
     mode.threads = threads;
 
     Model model(/*seed=*/7);
-    Var x = input(DType::float32, {kBatch, 1, 8, 8}, "x");
-    Var y = input(DType::int64, {kBatch}, "labels");
+    Var x = input(DType::float32, {shard, 1, 8, 8}, "x");
+    Var y = input(DType::int64, {shard}, "labels");
     Var loss = mean(categorical_crossentropy(softmax(model.logits(x, /*train=*/true)), y));
     const std::vector<Var> wrt(model.params.begin(), model.params.end());
-    Updates updates = sgd(model.params, grad(loss, wrt), {.lr = 0.05, .momentum = 0.9, .weight_decay = 1e-4});
+    const std::vector<Var> grads = grad(loss, wrt);
+    Updates updates = sgd(model.params, grads, kSgd);
     updates.insert(updates.end(), model.running.begin(), model.running.end());
+    if (distributed) {  // average the gradients (and statistics); start from rank 0's values
+      updates = dist::data_parallel(updates, grads);
+      loss = dist::allreduce(loss, dist::ReduceOp::mean);
+      dist::broadcast(model.variables());
+    }
     Function step = compile({x, y}, {loss}, mode, updates);
     if (!dot_file.empty()) {
       std::ofstream(dot_file) << to_dot(step.graph());
       std::printf("wrote the training step's graph to %s\n", dot_file.c_str());
     }
+    std::unique_ptr<OneProcess> reference;  // every rank compiles it (compile may be collective)
+    if (check) reference = std::make_unique<OneProcess>(shard, mode);
 
     Var xi = input(DType::float32, {kUnknown, 1, 8, 8}, "x");
     Function predict = compile({xi}, {model.logits(xi, /*train=*/false)}, mode);
@@ -189,14 +276,24 @@ int main(int argc, char** argv) {
     std::mt19937_64 rng(2026);
     std::vector<std::int64_t> order(static_cast<std::size_t>(train.size()));
     std::iota(order.begin(), order.end(), 0);
-    Tensor labels(DType::int64, {kBatch});
+    Tensor labels(DType::int64, {shard});
     for (int e = 0; e < epochs; ++e) {
       std::shuffle(order.begin(), order.end(), rng);
       double total = 0;
       std::int64_t steps = 0;
-      for (std::int64_t b = 0; b + kBatch <= train.size(); b += kBatch, ++steps)  // full batches only
-        total += step({batch_of(train, order, b, kBatch, &labels), labels})[0].get(0);
-      if (e % 5 == 0 || e == epochs - 1) std::printf("epoch %2d  loss %.4f\n", e, total / static_cast<double>(steps));
+      for (std::int64_t b = 0; b + kBatch <= train.size(); b += kBatch, ++steps) {  // full batches only
+        total += step({batch_of(train, order, b + rank * shard, shard, &labels), labels})[0].get(0);
+        if (reference && rank == 0) {
+          std::vector<std::pair<Tensor, Tensor>> shards;
+          for (int r = 0; r < ranks; ++r) {
+            Tensor l(DType::int64, {shard});
+            shards.emplace_back(batch_of(train, order, b + r * shard, shard, &l), l);
+          }
+          reference->step(shards);
+        }
+      }
+      if (rank == 0 && (e % 5 == 0 || e == epochs - 1))
+        std::printf("epoch %2d  loss %.4f\n", e, total / static_cast<double>(steps));
     }
 
     std::vector<std::int64_t> all(static_cast<std::size_t>(test.size()));
@@ -211,10 +308,19 @@ int main(int argc, char** argv) {
     }
     const double accuracy = static_cast<double>(correct) / static_cast<double>(test.size());
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("%d epochs, %lld training images, %lld test images, %.2f s, %d threads\n", epochs,
-                static_cast<long long>(train.size()), static_cast<long long>(test.size()), seconds, threads);
+    bool ok = accuracy >= min_accuracy;
+    if (distributed) dist::barrier();  // every rank has finished: rank 0's lines come last
+    if (rank != 0) return ok ? 0 : 1;
+    std::printf("%d epochs, %lld training images, %lld test images, %.2f s, %d threads, %d rank%s (batch %lld)\n",
+                epochs, static_cast<long long>(train.size()), static_cast<long long>(test.size()), seconds, threads,
+                ranks, ranks == 1 ? "" : "s", static_cast<long long>(kBatch));
     std::printf("test accuracy %.4f\n", accuracy);
-    return accuracy >= min_accuracy ? 0 : 1;
+    if (reference) {
+      const double diff = reference->max_diff(model);
+      std::printf("max |param diff| vs 1 process: %.3g\n", diff);
+      ok = ok && diff <= 1e-4;
+    }
+    return ok ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train_digits: %s\n", e.what());
     return 1;

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <random>
 
@@ -15,6 +16,7 @@
 #include "convgraph/core/function_graph.hpp"
 #include "convgraph/backends/cuda.hpp"
 #include "convgraph/optimizer/compile_stats.hpp"
+#include "convgraph/optimizer/tuning_agreement.hpp"
 #include "convgraph/core/thread_pool.hpp"
 #include "backends/device_buffers.hpp"
 #include "optimizer/passes.hpp"
@@ -311,6 +313,40 @@ TuningCache& state_cache(RewriteContext& ctx) {
   return *st.cache;
 }
 
+std::mutex g_agreement_mu;
+TuningAgreement g_agreement;  // guarded by g_agreement_mu
+
+// tune_conv here, or, under a tuning agreement, the choice it returns (rank 0's in a
+// data-parallel job) as "<algorithm>\n<why>", looked up among this process's candidates.
+TuneOutcome agreed_tuning(const ConvProblem& p, const ConvCandidates& c, const std::string& label,
+                          const TuneOptions& o, RewriteContext& ctx) {
+  const TuningAgreement agree = tuning_agreement();
+  if (!agree) return tune_conv(p, c, label, o);
+  TuneOutcome mine;
+  bool decided = false;
+  const std::string choice = agree([&] {
+    mine = tune_conv(p, c, label, o);
+    decided = true;
+    return mine.winner ? mine.winner->name() + "\n" + mine.why : std::string();
+  });
+  if (decided) return mine;
+  TuneOutcome r;
+  const std::size_t nl = choice.find('\n');
+  const std::string name = choice.substr(0, nl);
+  if (name.empty()) return r;  // nothing timed there: priority lowering, as everywhere
+  for (const auto& a : c.usable())
+    if (a->name() == name) {
+      r.winner = a;
+      r.why = "chosen on rank 0: " + (nl == std::string::npos ? std::string() : choice.substr(nl + 1));
+      return r;
+    }
+  const std::string line = msg("metaopt: ", label, ": rank 0 chose ", name,
+                               ", which this process cannot run; priority lowering decides");
+  log_line(ctx.mode, "convgraph: warning: " + line);
+  ctx.stats.notes.push_back(line);
+  return r;
+}
+
 std::optional<Var> meta_optimize_conv(const Var& v, RewriteContext& ctx) {
   const auto* op = as_abstract_conv(v);
   if (!op || ctx.state == nullptr) return std::nullopt;
@@ -349,7 +385,7 @@ std::optional<Var> meta_optimize_conv(const Var& v, RewriteContext& ctx) {
     own_pool = std::make_unique<ThreadPool>(mode.threads);
     o.pool = own_pool.get();
   }
-  const TuneOutcome r = tune_conv(p, c, label, o);
+  const TuneOutcome r = agreed_tuning(p, c, label, o, ctx);
   if (!r.winner) {
     ctx.stats.notes.push_back(msg("metaopt: ", label, ": nothing timed; priority lowering decides"));
     return std::nullopt;
@@ -361,6 +397,16 @@ std::optional<Var> meta_optimize_conv(const Var& v, RewriteContext& ctx) {
 }
 
 }  // namespace
+
+void set_tuning_agreement(TuningAgreement agreement) {
+  std::lock_guard<std::mutex> lock(g_agreement_mu);
+  g_agreement = std::move(agreement);
+}
+
+TuningAgreement tuning_agreement() {
+  std::lock_guard<std::mutex> lock(g_agreement_mu);
+  return g_agreement;
+}
 
 void register_meta_optimizer(RewriteDB& db) {
   // Opt-in (tag conv_meta only), tried before priority lowering like Theano's conv_metaopt;

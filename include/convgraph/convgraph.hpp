@@ -23,3 +23,4 @@
 #include "convgraph/core/thread_pool.hpp"
 #include "convgraph/backends/conv_algorithm.hpp"
 #include "convgraph/backends/cuda.hpp"
+#include "convgraph/dist/mpi.hpp"
