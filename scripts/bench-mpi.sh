@@ -6,14 +6,16 @@
 # machine's load average before and after (the figures mean little on a busy machine).
 #
 #   scripts/bench-mpi.sh [ROUNDS] [NETWORKS]     defaults: 3 rounds, lenet,resnet8,c3d_small
-#   BUILD_DIR: the build holding benchmarks/convgraph-bench-mpi (default build/)
+#   BUILD_DIR: a configured build with MPI and benchmarks (default build/); the script
+#   builds convgraph-bench-mpi there (it is not part of the default build).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-exe="${BUILD_DIR:-$root/build}/benchmarks/convgraph-bench-mpi"
+build="${BUILD_DIR:-$root/build}"
+exe="$build/benchmarks/convgraph-bench-mpi"
 rounds="${1:-3}"
 networks="${2:-lenet,resnet8,c3d_small}"
-if [ ! -x "$exe" ]; then
-  echo "bench-mpi: $exe is missing: build target convgraph-bench-mpi (needs MPI and CONVGRAPH_BUILD_BENCHMARKS=ON)" >&2
+if ! cmake --build "$build" --target convgraph-bench-mpi >/dev/null; then
+  echo "bench-mpi: cannot build convgraph-bench-mpi in $build (needs MPI and CONVGRAPH_BUILD_BENCHMARKS=ON)" >&2
   exit 1
 fi
 flags=(--oversubscribe)
