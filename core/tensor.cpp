@@ -12,6 +12,8 @@
 
 #include <sys/sysinfo.h>
 
+#include <Eigen/Core>  // Eigen::half, Eigen::bfloat16
+
 namespace convgraph {
 
 std::string_view device_name(DeviceKind d) { return d == DeviceKind::cpu ? "cpu" : "cuda"; }
@@ -78,63 +80,12 @@ Shape contiguous_strides(const Shape& s) {
 }
 
 namespace {
-// IEEE half and bfloat16 storage, converted through float on the host.
-float half_to_float(std::uint16_t h) {
-  const std::uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ffu;
-  std::uint32_t bits;
-  if (exp == 0) {
-    if (man == 0) bits = sign;
-    else {  // subnormal: renormalise
-      int e = -1;
-      std::uint32_t m = man;
-      do { ++e; m <<= 1; } while (!(m & 0x400u));
-      bits = sign | static_cast<std::uint32_t>(127 - 15 - e) << 23 | (m & 0x3ffu) << 13;
-    }
-  } else if (exp == 31) bits = sign | 0x7f800000u | man << 13;
-  else bits = sign | (exp + 112) << 23 | man << 13;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-std::uint16_t float_to_half(float f) {
-  std::uint32_t x;
-  std::memcpy(&x, &f, 4);
-  const std::uint32_t sign = (x >> 16) & 0x8000u;
-  const int exp = static_cast<int>((x >> 23) & 0xff) - 127 + 15;
-  std::uint32_t man = x & 0x7fffffu;
-  if (((x >> 23) & 0xff) == 0xff) return static_cast<std::uint16_t>(sign | 0x7c00u | (man ? 0x200u : 0));
-  if (exp >= 31) return static_cast<std::uint16_t>(sign | 0x7c00u);
-  if (exp <= 0) {
-    if (exp < -10) return static_cast<std::uint16_t>(sign);
-    man |= 0x800000u;
-    const int shift = 14 - exp;
-    std::uint32_t h = man >> shift;
-    const std::uint32_t rem = man & ((1u << shift) - 1), half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (h & 1))) ++h;
-    return static_cast<std::uint16_t>(sign | h);
-  }
-  std::uint32_t h = static_cast<std::uint32_t>(exp) << 10 | man >> 13;
-  const std::uint32_t rem = man & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) ++h;  // round to nearest even
-  return static_cast<std::uint16_t>(sign | h);
-}
-
-float bf16_to_float(std::uint16_t b) {
-  const std::uint32_t bits = static_cast<std::uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-std::uint16_t float_to_bf16(float f) {
-  std::uint32_t x;
-  std::memcpy(&x, &f, 4);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((x >> 16) | 0x40);  // quiet NaN
-  x += 0x7fffu + ((x >> 16) & 1);  // round to nearest even
-  return static_cast<std::uint16_t>(x >> 16);
-}
-
+// IEEE half and bfloat16 storage, converted through float on the host by Eigen's types
+// (round to nearest even; NaN stays NaN, overflow becomes infinity).
+float half_to_float(std::uint16_t h) { return static_cast<float>(Eigen::numext::bit_cast<Eigen::half>(h)); }
+std::uint16_t float_to_half(float f) { return Eigen::numext::bit_cast<std::uint16_t>(Eigen::half(f)); }
+float bf16_to_float(std::uint16_t b) { return static_cast<float>(Eigen::numext::bit_cast<Eigen::bfloat16>(b)); }
+std::uint16_t float_to_bf16(float f) { return Eigen::numext::bit_cast<std::uint16_t>(Eigen::bfloat16(f)); }
 }  // namespace
 
 Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {

@@ -20,25 +20,27 @@ constexpr std::size_t kNoLimit = std::numeric_limits<std::size_t>::max();
 
 struct FlagSpec {
   std::string_view name;
-  std::string_view values;  // shown in error messages
+  std::string_view values;  // shown in error messages and config()
+  std::string_view doc;     // config()'s doc line
 };
 
-// Every flag the language knows, in the order `to_string()` prints them.
+// Every flag the language knows, in the order `to_string()` and config() print them.
 constexpr FlagSpec kFlags[] = {
-    {"device", "cpu|cuda"},
-    {"mode", "FAST_RUN|FAST_COMPILE|DebugMode"},
-    {"optimizer", "fast_run|fast_compile|None"},
-    {"optimizer_including", "tag[:tag...]"},
-    {"optimizer_excluding", "tag[:tag...]"},
-    {"optimizer_requiring", "tag[:tag...]"},
-    {"metaopt.verbose", "0|1|2"},
-    {"metaopt.optimizer_including", "tag[:tag...]"},
-    {"metaopt.optimizer_excluding", "tag[:tag...]"},
-    {"metaopt.cache", "PATH|None"},
-    {"metaopt.budget", "SECONDS (> 0)"},
-    {"workspace_limit", "BYTES[K|M|G]|None"},
-    {"profile", "True|False"},
-    {"threads", "N (0 = default pool)"},
+    {"device", "cpu|cuda", "where compiled functions run"},
+    {"mode", "FAST_RUN|FAST_COMPILE|DebugMode", "preset: DebugMode re-checks every convolution against the reference"},
+    {"optimizer", "fast_run|fast_compile|None", "which rewrites run (None: none, abstract convolutions then fail)"},
+    {"optimizer_including", "tag[:tag...]", "rewrites and algorithms to add; algorithms carrying them go first"},
+    {"optimizer_excluding", "tag[:tag...]", "rewrites and algorithms to leave out"},
+    {"optimizer_requiring", "tag[:tag...]", "algorithms must carry these tags"},
+    {"metaopt.verbose", "0|1|2", "meta-optimizer log: 1 candidates, times and choices; 2 also tag verdicts"},
+    {"metaopt.optimizer_including", "tag[:tag...]", "meta-optimizer candidates to add (default, alternative, tags)"},
+    {"metaopt.optimizer_excluding", "tag[:tag...]", "meta-optimizer candidates to leave out"},
+    {"metaopt.cache", "PATH|None", "tuning cache file (empty: the default location; None: memory only)"},
+    {"metaopt.budget", "SECONDS (> 0)", "seconds of timing per convolution node"},
+    {"workspace_limit", "BYTES[K|M|G]|None", "largest workspace a convolution algorithm may use"},
+    {"profile", "True|False", "collect per-node time and memory; print the summary at exit"},
+    {"profile.file", "PATH|stderr", "where profile=True writes its summary at exit"},
+    {"threads", "N (0 = default pool)", "size of each compiled function's thread pool"},
 };
 
 std::string valid_flags_text() {
@@ -140,6 +142,11 @@ std::string bytes_text(std::size_t n) {
 }
 
 void apply_flag(Mode& m, std::string_view key, std::string_view value) {
+  const auto note = [&m](std::string_view name) {
+    if (std::find(m.code_flags.begin(), m.code_flags.end(), name) == m.code_flags.end()) m.code_flags.emplace_back(name);
+  };
+  if (std::any_of(std::begin(kFlags), std::end(kFlags), [&](const FlagSpec& f) { return f.name == key; })) note(key);
+  if (key == "mode") note("optimizer");  // a preset sets both
   if (key == "device") {
     const std::string l = lower(value);
     if (l == "cpu") m.device = DeviceKind::cpu;
@@ -177,6 +184,9 @@ void apply_flag(Mode& m, std::string_view key, std::string_view value) {
     m.workspace_limit = parse_bytes(key, value);
   } else if (key == "profile") {
     m.profile = parse_bool(key, value);
+  } else if (key == "profile.file") {
+    if (value.empty()) bad_value(key, value, "PATH|stderr");
+    m.profile_file = lower(value) == "stderr" ? "" : std::string(value);
   } else if (key == "threads") {
     m.threads = parse_int(key, value, 0, kMaxThreads, "N (0 = default pool)");
   } else {
@@ -245,13 +255,150 @@ Mode Mode::from_flags(std::string_view flags, const Mode& base) {
 }
 
 Mode Mode::from_env() {
+  Mode m = env_layer();
+  m.code_flags.clear();  // these settings come from the environment, not from code
+  return m;
+}
+
+namespace {
+
+/// A flag's value as the flag language writes it.
+std::string flag_value(const Mode& m, std::string_view name) {
+  if (name == "device") return std::string(device_name(m.device));
+  if (name == "mode") return m.debug ? "DebugMode" : m.optimizer == "fast_compile" ? "FAST_COMPILE" : "FAST_RUN";
+  if (name == "optimizer") return m.optimizer;
+  if (name == "optimizer_including") return join_tags(m.include_tags);
+  if (name == "optimizer_excluding") return join_tags(m.exclude_tags);
+  if (name == "optimizer_requiring") return join_tags(m.require_tags);
+  if (name == "metaopt.verbose") return std::to_string(m.metaopt_verbose);
+  if (name == "metaopt.optimizer_including") return join_tags(m.metaopt_include);
+  if (name == "metaopt.optimizer_excluding") return join_tags(m.metaopt_exclude);
+  if (name == "metaopt.cache") return m.metaopt_cache;
+  if (name == "metaopt.budget") {
+    std::ostringstream os;
+    os << m.metaopt_budget;
+    return os.str();
+  }
+  if (name == "workspace_limit") return bytes_text(m.workspace_limit);
+  if (name == "profile") return m.profile ? "True" : "False";
+  if (name == "profile.file") return m.profile_file.empty() ? "stderr" : m.profile_file;
+  if (name == "threads") return std::to_string(m.threads);
+  return {};
+}
+
+bool is_tag_list(std::string_view name) {
+  return name == "optimizer_including" || name == "optimizer_excluding" || name == "optimizer_requiring" ||
+         name == "metaopt.optimizer_including" || name == "metaopt.optimizer_excluding";
+}
+
+template <class M>  // Mode or const Mode
+auto* tag_field(M& m, std::string_view name) {
+  using List = decltype(&m.include_tags);
+  if (name == "optimizer_including") return List{&m.include_tags};
+  if (name == "optimizer_excluding") return List{&m.exclude_tags};
+  if (name == "optimizer_requiring") return List{&m.require_tags};
+  if (name == "metaopt.optimizer_including") return List{&m.metaopt_include};
+  if (name == "metaopt.optimizer_excluding") return List{&m.metaopt_exclude};
+  return List{nullptr};
+}
+
+/// Copies one (non-list) flag's setting.
+void copy_flag(Mode& to, const Mode& from, std::string_view name) {
+  if (name == "device") to.device = from.device;
+  else if (name == "mode") to.debug = from.debug;
+  else if (name == "optimizer") to.optimizer = from.optimizer;
+  else if (name == "metaopt.verbose") to.metaopt_verbose = from.metaopt_verbose;
+  else if (name == "metaopt.cache") to.metaopt_cache = from.metaopt_cache;
+  else if (name == "metaopt.budget") to.metaopt_budget = from.metaopt_budget;
+  else if (name == "workspace_limit") to.workspace_limit = from.workspace_limit;
+  else if (name == "profile") to.profile = from.profile;
+  else if (name == "profile.file") to.profile_file = from.profile_file;
+  else if (name == "threads") to.threads = from.threads;
+}
+
+bool has_name(const std::vector<std::string>& v, std::string_view s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+
+/// True when `m` sets `name` in code: named in code_flags, or a value that is neither the
+/// default nor the environment's (a Mode from from_env() holds the environment's values).
+bool set_in_code(const Mode& m, const Mode& env, std::string_view name) {
+  if (has_name(m.code_flags, name)) return true;
+  // "mode" is the DebugMode switch here; the optimizer it implies is flag "optimizer".
+  const auto value = [name](const Mode& x) { return name == "mode" ? std::string(x.debug ? "DebugMode" : "") : flag_value(x, name); };
+  const std::string v = value(m);
+  return v != value(Mode{}) && v != value(env);
+}
+
+/// The tags of `m` the environment does not have.
+std::vector<std::string> own_tags(const Mode& m, const Mode& env, std::string_view name) {
+  std::vector<std::string> out;
+  const auto& envs = *tag_field(env, name);
+  for (const auto& t : *tag_field(m, name))
+    if (!has_name(envs, t)) out.push_back(t);
+  return out;
+}
+
+}  // namespace
+
+Mode Mode::env_layer() {
   const char* env = std::getenv("CONVGRAPH_FLAGS");
   if (env == nullptr || *env == '\0') return fast_run();
   try {
-    return from_flags(env, fast_run());
+    return from_flags(env, fast_run());  // code_flags: the flags the environment sets
   } catch (const FlagError& e) {
     throw FlagError(msg("CONVGRAPH_FLAGS=\"", env, "\": ", e.what()));
   }
+}
+
+Mode Mode::effective() const {
+  const Mode env = env_layer();
+  Mode m = *this;
+  m.code_flags.clear();
+  for (const auto& f : kFlags) {
+    if (std::vector<std::string>* tags = tag_field(m, f.name)) {
+      const auto& env_tags = *tag_field(env, f.name);
+      std::vector<std::string> merged = env_tags;  // the environment's tags, then the code's
+      add_unique(merged, *tags);
+      *tags = std::move(merged);
+      if (!own_tags(*this, env, f.name).empty()) m.code_flags.emplace_back(f.name);
+    } else if (set_in_code(*this, env, f.name)) {
+      m.code_flags.emplace_back(f.name);  // stays code's in a later effective() too
+    } else {
+      copy_flag(m, env, f.name);
+    }
+  }
+  return m;
+}
+
+std::vector<ConfigEntry> config_entries(const Mode& mode) {
+  const Mode env = Mode::env_layer();
+  const Mode eff = mode.effective();
+  std::vector<ConfigEntry> out;
+  for (const auto& f : kFlags) {
+    std::string origin;
+    const bool by_env = has_name(env.code_flags, f.name);
+    if (is_tag_list(f.name)) {
+      const bool by_code = !own_tags(mode, env, f.name).empty();
+      const bool env_tags = !tag_field(env, f.name)->empty();
+      origin = by_code && env_tags ? "env+code" : by_code ? "code" : env_tags ? "env" : "default";
+    } else {
+      origin = set_in_code(mode, env, f.name) ? "code" : by_env ? "env" : "default";
+    }
+    out.push_back({std::string(f.name), flag_value(eff, f.name), origin, std::string(f.values), std::string(f.doc)});
+  }
+  return out;
+}
+
+std::string config(const Mode& mode) {
+  std::ostringstream os;
+  const char* env = std::getenv("CONVGRAPH_FLAGS");
+  os << "convgraph configuration (code over CONVGRAPH_FLAGS=\"" << (env ? env : "") << "\" over defaults)\n";
+  for (const auto& e : config_entries(mode)) {
+    os << e.name << " (" << e.values << ")\n"
+       << "    Doc:    " << e.doc << "\n"
+       << "    Value:  " << e.value << "\n"
+       << "    From:   " << e.origin << "\n";
+  }
+  return os.str();
 }
 
 std::string Mode::to_string() const {
@@ -269,6 +416,7 @@ std::string Mode::to_string() const {
   if (metaopt_budget != Mode{}.metaopt_budget) os << ",metaopt.budget=" << metaopt_budget;
   if (workspace_limit != kNoLimit) os << ",workspace_limit=" << bytes_text(workspace_limit);
   if (profile) os << ",profile=True";
+  if (!profile_file.empty()) os << ",profile.file=" << profile_file;
   if (threads != 0) os << ",threads=" << threads;
   return os.str();
 }

@@ -7,6 +7,7 @@
 #include "convgraph/runtime/gradcheck.hpp"
 #include "convgraph/core/graph.hpp"
 #include "convgraph/core/shared.hpp"
+#include "convgraph/core/npy.hpp"
 #include "convgraph/core/print.hpp"
 #include "convgraph/core/tensor.hpp"
 #include "convgraph/ops/math.hpp"
