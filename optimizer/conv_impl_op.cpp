@@ -234,7 +234,11 @@ const ConvAlgorithm& ConvImplOp::select(const ConvProblem& p) const {
   }
   const std::string key = p.key();
   std::lock_guard<std::mutex> lk(mu_);
-  if (auto it = chosen_.find(key); it != chosen_.end()) return *it->second;
+  if (auto it = chosen_.find(key); it != chosen_.end()) return *it->second.algorithm;
+  if (options_.tune) {
+    std::string why;
+    if (AlgorithmPtr a = options_.tune(p, why)) return *chosen_.emplace(key, Choice{std::move(a), why}).first->second.algorithm;
+  }
   std::vector<std::string> reasons;
   for (const auto& c : candidates_) {
     Status s = c->applicable(p);
@@ -242,7 +246,7 @@ const ConvAlgorithm& ConvImplOp::select(const ConvProblem& p) const {
       s = Status::no(msg("workspace ", bytes_text_iec(static_cast<double>(c->workspace_bytes(p))),
                          " exceeds workspace_limit ", p.workspace_limit, " bytes"));
     if (s) {
-      chosen_.emplace(key, c.get());
+      chosen_.emplace(key, Choice{c, {}});
       return *c;
     }
     reasons.push_back(c->name() + ": " + s.reason());
@@ -365,9 +369,11 @@ std::string ConvImplOp::implementation() const {
   if (fixed_) return fixed_->name() + " (" + why_ + ")";
   std::vector<std::string> names;
   for (const auto& c : candidates_) names.push_back(c->name());
-  std::string s = "first applicable of [" + join_text(names) + "] per shape (" + why_ + ")";
+  std::string s = (options_.tune ? "fastest as timed on each new shape, else first applicable of ["
+                                  : "first applicable of [") + join_text(names) + "] per shape (" + why_ + ")";
   std::lock_guard<std::mutex> lk(mu_);
-  for (const auto& [key, algo] : chosen_) s += "; " + key + " -> " + algo->name();
+  for (const auto& [key, c] : chosen_)
+    s += "; " + key + " -> " + c.algorithm->name() + (c.why.empty() ? "" : " (" + c.why + ")");
   return s;
 }
 

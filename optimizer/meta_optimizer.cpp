@@ -13,8 +13,8 @@
 #include <random>
 
 #include "convgraph/backends/cpu/reference.hpp"
-#include "convgraph/core/function_graph.hpp"
 #include "convgraph/backends/cuda.hpp"
+#include "convgraph/core/function_graph.hpp"
 #include "convgraph/optimizer/compile_stats.hpp"
 #include "convgraph/optimizer/tuning_agreement.hpp"
 #include "convgraph/core/thread_pool.hpp"
@@ -213,13 +213,13 @@ struct Tuning {
         times.push_back(timed_run());
         total += times.back();
       }
-    } catch (const std::exception& e) {  // allocation failure, a device error...: skipped, not fatal
-      say(msg("[metaopt]   ", name, " failed: ", e.what()));
     } catch (const DeviceContextError& e) {
       // Every later candidate would fail the same way: timing them would only pick a
       // winner by accident. Stop, and let the caller see why.
       say(msg("[metaopt]   ", name, " failed: ", e.what(), "; the device context is lost, tuning stops"));
       throw;
+    } catch (const std::exception& e) {  // allocation failure, a device error...: skipped, not fatal
+      say(msg("[metaopt]   ", name, " failed: ", e.what()));
       return std::nullopt;
     }
     const double med = median(times);
@@ -313,6 +313,72 @@ TuningCache& state_cache(RewriteContext& ctx) {
   return *st.cache;
 }
 
+ConvImplOp::Options impl_options(const Mode& mode, const std::string& label) {
+  ConvImplOp::Options o;
+  o.debug_check = mode.debug;
+  o.workspace_limit = mode.workspace_limit;
+  o.node_label = label;
+  return o;
+}
+
+/// The tuning options of `mode` for one device; `own_pool` holds a pool of mode.threads
+/// workers when that differs from the default pool's size.
+TuneOptions tune_options(const Mode& mode, DeviceKind device, std::unique_ptr<ThreadPool>& own_pool) {
+  TuneOptions o;
+  o.budget_seconds = mode.metaopt_budget;
+  o.verbose = mode.metaopt_verbose;
+  o.log = [&mode](const std::string& line) { log_line(mode, line); };
+  const int threads = mode.threads > 0 ? mode.threads : ThreadPool::default_pool().size();
+  o.device = device_fingerprint(device, threads);
+  if (mode.threads > 0 && mode.threads != ThreadPool::default_pool().size()) {
+    own_pool = std::make_unique<ThreadPool>(mode.threads);
+    o.pool = own_pool.get();
+  }
+  return o;
+}
+
+}  // namespace
+
+/// What the nodes tuned at run time share, for as long as their Function lives: the mode
+/// and algorithms (copies: the caller's registry may be gone by then), and one tuning
+/// cache, opened at the first tuning. One node tunes at a time.
+struct RunTimeTuning {
+  Mode mode;
+  AlgorithmRegistry registry;
+  std::mutex mu;
+  std::unique_ptr<TuningCache> cache;
+
+  explicit RunTimeTuning(const Mode& m) : mode(m), registry(mode_registry(m)) { mode.registry = &registry; }
+
+  AlgorithmPtr tune(const AbstractConvOp& op, DeviceKind device, const std::string& label, const ConvProblem& p,
+                    std::string& why) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!cache) {
+      cache = std::make_unique<TuningCache>(TuningCache::path_for(mode.metaopt_cache),
+                                            [this](const std::string& w) { log_line(mode, "convgraph: warning: " + w); });
+      cache->load();
+    }
+    if (mode.metaopt_verbose >= 1)
+      log_line(mode, msg("[metaopt] ", label, ": a new shape at run time; tuning on it (later calls with it reuse the choice)"));
+    std::unique_ptr<ThreadPool> own_pool;
+    TuneOptions o = tune_options(mode, device, own_pool);
+    o.clock = mode.metaopt_clock.get();
+    o.cache = cache.get();
+    try {
+      const TuneOutcome r = tune_conv(p, meta_candidates(op, p, device, mode, registry), label, o);
+      cache->save();
+      if (!r.winner) return nullptr;
+      why = "run time, " + r.why;
+      return r.winner;
+    } catch (const DeviceContextError&) {
+      throw;  // no fallback on a dead context: every kernel would fail the same way
+    } catch (const Error& e) {  // tuning only saves time: the first applicable candidate runs
+      log_line(mode, msg("convgraph: warning: ", label, ": run-time tuning failed (", e.what(), "); using priority order"));
+      return nullptr;
+    }
+  }
+};
+
 std::mutex g_agreement_mu;
 TuningAgreement g_agreement;  // guarded by g_agreement_mu
 
@@ -347,51 +413,56 @@ TuneOutcome agreed_tuning(const ConvProblem& p, const ConvCandidates& c, const s
   return r;
 }
 
+namespace {
+
 std::optional<Var> meta_optimize_conv(const Var& v, RewriteContext& ctx) {
   const auto* op = as_abstract_conv(v);
   if (!op || ctx.state == nullptr) return std::nullopt;
   const Mode& mode = ctx.mode;
   const std::string label = conv_node_label(v);
+  auto abstract = std::dynamic_pointer_cast<const AbstractConvOp>(v.node()->op);
   std::vector<TensorType> types;
   bool known = v.type().fully_known();
   for (const auto& i : v.inputs()) {
     types.push_back(i.type());
     known = known && i.type().fully_known() && numel(i.type().shape) > 0;  // zero-size: run time
   }
+  const auto& reg = mode_registry(mode);
+  const DeviceKind device = v.type().device;
   if (!known) {
+    // As cudnn.benchmark: time the candidates on the first call with each new shape. The
+    // priority order stays the fallback when nothing can be timed.
+    const auto fallback = conv_candidates(*op, nullptr, device, mode, reg).usable();
+    if (fallback.empty()) return std::nullopt;  // priority lowering's final check explains
     std::vector<std::string> ts;
     for (const auto& t : types) ts.push_back(t.to_string());
     const std::string line = msg("[metaopt] ", label, ": shapes not fully known (", join_text(ts),
-                                 "); falling back to priority lowering");
+                                 "); tuned at run time on the first call with each new shape");
     if (mode.metaopt_verbose >= 1) log_line(mode, line);
     ctx.stats.notes.push_back(line);
-    return std::nullopt;
+    auto& state = ctx.state->run_time_tuning;  // one per compile(), shared by its nodes
+    if (!state) state = std::make_shared<RunTimeTuning>(mode);
+    ConvImplOp::Options options = impl_options(mode, label);
+    options.tune = [state, abstract, device, label](const ConvProblem& p, std::string& why) {
+      return state->tune(*abstract, device, label, p, why);
+    };
+    auto impl = std::make_shared<ConvImplOp>(abstract, fallback, "conv_meta: shapes unknown at compile time", options);
+    return convgraph::apply(impl, v.inputs(), v.name());
   }
   ConvProblem p = op->problem(types);
   p.workspace_limit = mode.workspace_limit;
-  const auto& reg = mode_registry(mode);
-  const ConvCandidates c = meta_candidates(*op, p, v.type().device, mode, reg);
+  const ConvCandidates c = meta_candidates(*op, p, device, mode, reg);
 
-  TuneOptions o;
-  o.budget_seconds = mode.metaopt_budget;
-  o.verbose = mode.metaopt_verbose;
-  o.log = [&mode](const std::string& line) { log_line(mode, line); };
+  std::unique_ptr<ThreadPool> own_pool;
+  TuneOptions o = tune_options(mode, device, own_pool);
   o.clock = ctx.state->clock.get();
   o.cache = &state_cache(ctx);
-  const int threads = mode.threads > 0 ? mode.threads : ThreadPool::default_pool().size();
-  o.device = device_fingerprint(v.type().device, threads);
-  std::unique_ptr<ThreadPool> own_pool;
-  if (mode.threads > 0 && mode.threads != ThreadPool::default_pool().size()) {
-    own_pool = std::make_unique<ThreadPool>(mode.threads);
-    o.pool = own_pool.get();
-  }
   const TuneOutcome r = agreed_tuning(p, c, label, o, ctx);
   if (!r.winner) {
     ctx.stats.notes.push_back(msg("metaopt: ", label, ": nothing timed; priority lowering decides"));
     return std::nullopt;
   }
-  auto abstract = std::dynamic_pointer_cast<const AbstractConvOp>(v.node()->op);
-  ConvImplOp::Options options{mode.debug, mode.workspace_limit, label};
+  const ConvImplOp::Options options = impl_options(mode, label);
   ctx.stats.notes.push_back(msg("metaopt: ", label, " -> ", r.winner->name(), " (", r.why, ")"));
   return convgraph::apply(std::make_shared<ConvImplOp>(abstract, r.winner, r.why, options), v.inputs(), v.name());
 }

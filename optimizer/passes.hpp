@@ -12,6 +12,7 @@ namespace convgraph {
 
 class TuningCache;
 class MetaClock;
+struct RunTimeTuning;  // meta_optimizer.cpp
 
 // Phase positions: the order of docs/DESIGN.md's pipeline.
 inline constexpr double kCanonicalizePos = 1;
@@ -44,6 +45,8 @@ struct OptimizeState {
   /// Opened on first use by the meta-optimizer; saved by optimize() at the end.
   std::unique_ptr<TuningCache> cache;
   bool cache_opened = false;
+  /// conv_meta nodes with shapes unknown at compile time share this (meta_optimizer.cpp).
+  std::shared_ptr<RunTimeTuning> run_time_tuning;
   OptimizeState();
   ~OptimizeState();
 };

@@ -516,4 +516,69 @@ std::string device_fingerprint(DeviceKind device, int threads) {
   return msg("cpu ", model, " threads=", threads);
 }
 
+// ---- export and import ----------------------------------------------------------------
+
+namespace {
+
+/// The part of a device fingerprint two machines must share: the CPU model, or the GPU
+/// and cuDNN version; the thread count is part of each entry's key instead.
+std::string machine_part(std::string_view device) {
+  const auto t = device.rfind(" threads=");
+  return std::string(device.substr(0, device.rfind("cpu ", 0) == 0 && t != std::string_view::npos ? t : device.size()));
+}
+
+/// This machine's fingerprints: its CPU, and its GPU when one is usable.
+std::vector<std::string> this_machine() {
+  std::vector<std::string> out{machine_part(device_fingerprint(DeviceKind::cpu, 1))};
+  if (cuda_info().available) out.push_back(device_fingerprint(DeviceKind::cuda, 0));
+  return out;
+}
+
+std::string device_of(const std::string& key) { return key.substr(0, key.find('\t')); }
+
+TuningCache::Entries read_tuning_file(const std::string& path, const char* who) {
+  const Probe pr = probe_path(path);
+  if (pr.kind == Probe::missing) throw ValueError(msg(who, ": '", path, "' does not exist"));
+  if (pr.kind == Probe::refused) throw ValueError(msg(who, ": '", path, "' cannot be used: ", pr.why));
+  TuningCache::Entries entries;
+  std::string error;
+  if (!TuningCache::parse(pr.text, entries, error)) throw ValueError(msg(who, ": '", path, "': ", error));
+  return entries;
+}
+
+}  // namespace
+
+std::size_t export_tuning(const std::string& path, const std::string& cache_path) {
+  TuningCache::Entries all;
+  if (probe_path(cache_path).kind != Probe::missing) all = read_tuning_file(cache_path, "export_tuning");
+  const auto mine = this_machine();
+  TuningCache::Entries out;
+  for (const auto& [key, e] : all)
+    if (std::find(mine.begin(), mine.end(), machine_part(device_of(key))) != mine.end()) out.emplace(key, e);
+  if (const std::string err = write_atomically(path, TuningCache::serialize(out)); !err.empty())
+    throw ValueError(msg("export_tuning: cannot write '", path, "': ", err));
+  return out.size();
+}
+
+std::size_t import_tuning(const std::string& path, const std::string& cache_path) {
+  const TuningCache::Entries in = read_tuning_file(path, "import_tuning");
+  const auto mine = this_machine();
+  for (const auto& [key, e] : in)
+    if (std::find(mine.begin(), mine.end(), machine_part(device_of(key))) == mine.end())
+      throw ValueError(msg("import_tuning: '", path, "' was tuned on another machine: its fingerprint is '",
+                           machine_part(device_of(key)), "', this machine's is '", join_text(mine, "' and '"),
+                           "'; nothing imported (tune here, or import a file exported on a matching machine)"));
+  std::vector<std::string> problems;
+  TuningCache cache(cache_path, [&problems](const std::string& w) { problems.push_back(w); });
+  cache.load();
+  if (cache.refused()) throw ValueError(msg("import_tuning: the tuning cache ", cache_path, ": ", cache.load_error()));
+  for (const auto& [key, e] : in) cache.put(key, e);
+  cache.save();
+  // A corrupt old cache is replaced (only a warning); a cache that was not written is an error.
+  const bool unsaved = cache.refused() || cache.dirty() ||
+                       std::any_of(problems.begin(), problems.end(), [](const std::string& w) { return w.find("not saved") != std::string::npos; });
+  if (unsaved) throw ValueError(msg("import_tuning: nothing imported: ", join_text(problems, "; ")));
+  return in.size();
+}
+
 }  // namespace convgraph

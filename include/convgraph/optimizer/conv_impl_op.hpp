@@ -1,8 +1,10 @@
 #pragma once
 /// ConvImplOp: a lowered convolution. It computes exactly what its AbstractConvOp says
 /// (same operands, same output type) with one ConvAlgorithm, chosen at compile time, or -
-/// when shapes are only known at run time - the first applicable of an ordered candidate
-/// list, chosen per concrete shape and cached.
+/// when shapes are only known at run time - chosen per concrete shape and cached: the
+/// first applicable of an ordered candidate list, or (conv_meta) the fastest as timed on
+/// the first call with that shape.
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -34,6 +36,10 @@ class ConvImplOp : public Op {
     bool debug_check = false;  ///< DebugMode: compare every call with reference_conv
     std::size_t workspace_limit = std::numeric_limits<std::size_t>::max();
     std::string node_label;    ///< "#12 AbstractConv 'conv1'": named in run-time errors
+    /// Run-time tuning (conv_meta with shapes unknown at compile time): called once per
+    /// new concrete problem, under the op's lock, to time the candidates on it. Returns
+    /// the winner and sets `why`, or nullptr: then the first applicable candidate runs.
+    std::function<AlgorithmPtr(const ConvProblem& p, std::string& why)> tune;
   };
 
   /// A fixed algorithm; `why` says how it was chosen ("priority: ...", "timing: ...").
@@ -64,8 +70,10 @@ class ConvImplOp : public Op {
 
   /// The concrete problem for concrete input types, with the workspace limit applied.
   ConvProblem problem(const std::vector<TensorType>& inputs) const;
-  /// The algorithm for `p`: the fixed one, or the first applicable candidate (cached per
-  /// problem). Throws RuntimeError listing each candidate's reason when none applies.
+  /// The algorithm for `p`: the fixed one, or the one chosen for p's shape (cached per
+  /// problem: Options::tune's winner, else the first applicable candidate). Thread-safe:
+  /// a new shape is chosen once, concurrent callers wait for it. Throws RuntimeError
+  /// listing each candidate's reason when none applies.
   const ConvAlgorithm& select(const ConvProblem& p) const;
 
   /// "Conv", "ConvGradInputs", "ConvGradWeights"; a fused epilogue adds its parts, e.g.
@@ -90,7 +98,11 @@ class ConvImplOp : public Op {
   Options options_;
   ConvEpilogueSpec epilogue_;
   mutable std::mutex mu_;
-  mutable std::map<std::string, const ConvAlgorithm*> chosen_;  ///< problem key -> algorithm
+  struct Choice {
+    AlgorithmPtr algorithm;
+    std::string why;  ///< empty for "first applicable"
+  };
+  mutable std::map<std::string, Choice> chosen_;  ///< problem key -> algorithm
 };
 
 /// The ConvImplOp behind `v`, or nullptr.

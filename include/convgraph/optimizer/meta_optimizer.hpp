@@ -87,6 +87,8 @@ class TuningCache {
   /// save() keeps entries in memory only.
   bool refused() const { return refused_; }
   const TuningEntry* find(const std::string& key) const;
+  /// The entries as last read or written (without those pending a save).
+  const Entries& entries() const { return entries_; }
   void put(const std::string& key, TuningEntry entry);
   bool dirty() const { return !pending_.empty(); }
   std::size_t size() const;
@@ -113,6 +115,19 @@ class TuningCache {
 /// "cpu Intel(R) Xeon(R) ... threads=2", "cuda NVIDIA H200 cudnn 90100": the device part
 /// of a tuning key.
 std::string device_fingerprint(DeviceKind device, int threads);
+
+/// Moving tuned choices between machines. A tuning-cache entry holds the fingerprint of
+/// the device it was timed on; two machines match when their CPU model (any thread
+/// count: each entry keeps its own) or their GPU and cuDNN version are the same.
+///
+/// export_tuning writes this machine's entries of the cache at `cache_path` (default: the
+/// default cache) to `path`, in the tuning-cache format, and returns how many.
+/// import_tuning merges such a file into the cache at `cache_path` and returns how many
+/// entries it brought. A file tuned on another machine is refused as a whole: ValueError
+/// naming its fingerprint and this machine's; so are a file that is not a complete
+/// tuning cache and a cache that cannot be written.
+std::size_t export_tuning(const std::string& path, const std::string& cache_path = TuningCache::default_path());
+std::size_t import_tuning(const std::string& path, const std::string& cache_path = TuningCache::default_path());
 
 /// Settings of one tuning run.
 struct TuneOptions {
