@@ -8,15 +8,15 @@
 #   toolkit    only when the driver is older than the toolkit: the CUDA 12 runtime, nvcc,
 #              cuBLAS, cuFFT, cuDNN wheels (already installed, e.g. beside PyTorch, or from
 #              PyPI) merged into one toolkit folder that CMake accepts
-#   configure, build        convgraph_test_cuda (and convgraph-bench)
+#   configure, build        convgraph_test_cuda (convgraph-bench later, before it runs)
 #   gpu-free tests          the tests/cuda cases that need no GPU; without a GPU the check
 #                           stops here, "no usable GPU: <reason>" as its last line
 #   gpu tests               every tests/cuda case; "SKIPPED: no GPU" counts as a failure
 #   launch-blocking         the GPU cases again with CUDA_LAUNCH_BLOCKING=1 (a kernel fault
 #                           is reported at its launch), a sparser sweep
 #   sanitizer               compute-sanitizer memcheck on a small sweep, if time is left
-#   bench, torch anchor     convgraph-bench device=cuda and benchmarks/torch_anchor.py,
-#                           reported, never failing the check
+#   bench, torch anchor     convgraph-bench device=cuda (built only now) and
+#                           benchmarks/torch_anchor.py, reported, never failing the check
 # Each step runs under `timeout`, capped by what is left of the budget, and appends one
 # JSON line to OUTDIR/results.jsonl when it ends; logs are OUTDIR/<step>.log. The last
 # line is "gpu-check: ran N, passed P, failed F, skipped S" (then, without a GPU, the
@@ -278,18 +278,17 @@ command -v ninja >/dev/null && generator=(-G Ninja)
 step configure 90 cmake -S "$ROOT" -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DCONVGRAPH_WITH_CUDA=ON \
   -DCONVGRAPH_BUILD_TESTS=ON -DCONVGRAPH_BUILD_BENCHMARKS=ON -DCONVGRAPH_BUILD_EXAMPLES=OFF "${cmake_args[@]}"
 rc=$?
-finish configure $rc "$(grep -m 1 -E 'convgraph: CUDA backends' "$OUT/configure.log")"
-targets=(convgraph_test_cuda)
-cmake --build "$BUILD" --target help 2>/dev/null | grep -q 'convgraph-bench' && targets+=(convgraph-bench)
-if [ $rc -eq 0 ]; then
-  step build 300 cmake --build "$BUILD" --parallel "$JOBS" --target "${targets[@]}"
+finish configure $rc "$(grep -m 1 -E 'convgraph: CUDA backends|CMake Error' "$OUT/configure.log")"
+if [ $rc -eq 0 ]; then  # the tests first: a benchmark that fails to build must not cost them
+  step build 300 cmake --build "$BUILD" --parallel "$JOBS" --target convgraph_test_cuda
   rc=$?
-  finish build $rc "${targets[*]}$([ $rc -ne 0 ] && echo ": $(grep -m 1 -E 'error' "$OUT/build.log")")"
+  finish build $rc "convgraph_test_cuda$([ $rc -ne 0 ] && echo ": $(grep -m 1 -E 'error' "$OUT/build.log")")"
 fi
 test_exe="$BUILD/tests/convgraph_test_cuda"
 if [ $rc -ne 0 ] || [ ! -x "$test_exe" ]; then
   result tests skipped 0 "nothing built"
   summary_line
+  [ -n "$no_gpu" ] && echo "no usable GPU: $no_gpu"
   exit 1
 fi
 
@@ -297,7 +296,7 @@ fi
 counts() { grep -m 1 -E '^(All tests passed|test cases:)' "$1" | tr -s ' '; }
 
 # -- GPU-free tests, then stop without a GPU
-step gpu-free-tests 60 "$test_exe" "~[cuda]" --order decl
+step gpu-free-tests 60 "$test_exe" "~[cuda]~[.]" --order decl  # not [cuda], not hidden
 finish gpu-free-tests $? "$(counts "$OUT/gpu-free-tests.log")"
 if [ -n "$no_gpu" ]; then
   summary_line
@@ -340,6 +339,10 @@ else
 fi
 
 # -- benchmarks: reported, never failing the check (an unfinished one still has its log)
+if cmake --build "$BUILD" --target help 2>/dev/null | grep -q 'convgraph-bench'; then
+  step build-bench 120 cmake --build "$BUILD" --parallel "$JOBS" --target convgraph-bench
+  finish build-bench $? "convgraph-bench"
+fi
 bench="$(find "$BUILD" -maxdepth 3 -type f -name convgraph-bench -perm -u+x | head -n 1)"
 if [ -n "$bench" ]; then
   step bench 60 "$bench" --flags device=cuda --json "$OUT/bench.json"

@@ -238,7 +238,7 @@ TEST_CASE("GPU: matmul sizes beyond cuBLAS's int are refused with ValueError", "
 
 // Run in a process of its own by the case below: it corrupts the CUDA context on purpose.
 TEST_CASE("GPU child: an illegal address is a DeviceContextError and stops the meta-optimizer", "[.cuda_child]") {
-  REQUIRE(cuda_info().available);
+  SKIP_WITHOUT_GPU();
   auto bogus = std::make_shared<Storage>();
   bogus->data = reinterpret_cast<void*>(std::uintptr_t{1} << 40);  // not device memory
   bogus->bytes = 1 << 20;
