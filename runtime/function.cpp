@@ -20,6 +20,7 @@
 #include "ops/fused_elementwise.hpp"
 #include "backends/device_buffers.hpp"
 #include "runtime/chrome_trace.hpp"
+#include "runtime/exit_profiles.hpp"
 #include "runtime/memory_planner.hpp"
 
 namespace convgraph {
@@ -37,6 +38,12 @@ std::string node_label(const Var& v) {
 
 std::string arg_label(std::size_t i, const Var& in) {
   return "argument " + std::to_string(i) + (in.name().empty() ? "" : " ('" + in.name() + "')");
+}
+
+std::string join_labels(const std::vector<std::string>& labels) {
+  std::string s;
+  for (std::size_t i = 0; i < labels.size(); ++i) s += (i ? ", " : "") + labels[i];
+  return s;
 }
 
 std::string update_label(std::size_t i, const Var& var) {
@@ -94,7 +101,12 @@ struct Function::Impl {
   mutable ProfileStats profile;
   mutable std::size_t arena_bytes = 0, total_bytes = 0;  // of the last call's plan
 
+  int exit_profile = -1;  // profile=True: its entry among the summaries printed at exit
+
   explicit Impl(FunctionGraph g) : graph(std::move(g)) {}
+  ~Impl() {
+    if (exit_profile >= 0) detail::retire_exit_profile(exit_profile, profile);
+  }
 
   bool is_output(int s) const {
     for (const auto& o : graph.outputs())
@@ -432,16 +444,29 @@ Function compile(const std::vector<Var>& inputs, const std::vector<Var>& outputs
   auto impl = std::make_shared<Function::Impl>(FunctionGraph(inputs, values));
   impl->n_outputs = outputs.size();
   for (const auto& up : updates) impl->updates.push_back({up.first.node()->shared, up.first});
-  impl->mode = mode;
-  optimize(impl->graph, mode, impl->stats);  // throws when an abstract node is left unlowered
-  if (mode.threads > 0) {
-    impl->own_pool = std::make_unique<ThreadPool>(mode.threads);
+  impl->mode = mode.effective();  // CONVGRAPH_FLAGS under the program's settings
+  optimize(impl->graph, impl->mode, impl->stats);  // throws when an abstract node is left unlowered
+  if (impl->mode.threads > 0) {
+    impl->own_pool = std::make_unique<ThreadPool>(impl->mode.threads);
     impl->pool = impl->own_pool.get();
   } else {
     impl->pool = &ThreadPool::default_pool();
   }
   impl->index();
   impl->stats.total_seconds = seconds_since(t0);
+  if (impl->mode.profile) {
+    std::vector<std::string> outs;
+    for (std::size_t k = 0; k < outputs.size(); ++k) outs.push_back(node_label(outputs[k]));
+    std::weak_ptr<Function::Impl> weak = impl;
+    impl->exit_profile = detail::register_exit_profile(
+        msg("outputs ", join_labels(outs), "; ", impl->mode.to_string()), impl->mode.profile_file,
+        [weak]() -> std::optional<ProfileStats> {
+          const auto live = weak.lock();
+          if (!live) return std::nullopt;
+          std::lock_guard<std::mutex> lock(live->stats_mu);
+          return live->profile;
+        });
+  }
   return Function(std::move(impl));
 }
 
