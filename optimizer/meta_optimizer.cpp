@@ -339,6 +339,45 @@ TuneOptions tune_options(const Mode& mode, DeviceKind device, std::unique_ptr<Th
 
 }  // namespace
 
+namespace {
+
+std::mutex g_agreement_mu;
+TuningAgreement g_agreement;  // guarded by g_agreement_mu
+
+// tune_conv here, or, under a tuning agreement, the choice it returns (rank 0's in a
+// data-parallel job) as "<algorithm>\n<why>", looked up among this process's candidates.
+// Used at compile time and for shapes tuned at run time: every rank reaches both alike.
+TuneOutcome agreed_tuning(const ConvProblem& p, const ConvCandidates& c, const std::string& label,
+                          const TuneOptions& o, const Mode& mode, std::vector<std::string>* notes) {
+  const TuningAgreement agree = tuning_agreement();
+  if (!agree) return tune_conv(p, c, label, o);
+  TuneOutcome mine;
+  bool decided = false;
+  const std::string choice = agree([&] {
+    mine = tune_conv(p, c, label, o);
+    decided = true;
+    return mine.winner ? mine.winner->name() + "\n" + mine.why : std::string();
+  });
+  if (decided) return mine;
+  TuneOutcome r;
+  const std::size_t nl = choice.find('\n');
+  const std::string name = choice.substr(0, nl);
+  if (name.empty()) return r;  // nothing timed there: priority lowering, as everywhere
+  for (const auto& a : c.usable())
+    if (a->name() == name) {
+      r.winner = a;
+      r.why = "chosen on rank 0: " + (nl == std::string::npos ? std::string() : choice.substr(nl + 1));
+      return r;
+    }
+  const std::string line = msg("metaopt: ", label, ": rank 0 chose ", name,
+                               ", which this process cannot run; priority lowering decides");
+  log_line(mode, "convgraph: warning: " + line);
+  if (notes) notes->push_back(line);
+  return r;
+}
+
+}  // namespace
+
 /// What the nodes tuned at run time share, for as long as their Function lives: the mode
 /// and algorithms (copies: the caller's registry may be gone by then), and one tuning
 /// cache, opened at the first tuning. One node tunes at a time.
@@ -365,7 +404,7 @@ struct RunTimeTuning {
     o.clock = mode.metaopt_clock.get();
     o.cache = cache.get();
     try {
-      const TuneOutcome r = tune_conv(p, meta_candidates(op, p, device, mode, registry), label, o);
+      const TuneOutcome r = agreed_tuning(p, meta_candidates(op, p, device, mode, registry), label, o, mode, nullptr);
       cache->save();
       if (!r.winner) return nullptr;
       why = "run time, " + r.why;
@@ -378,40 +417,6 @@ struct RunTimeTuning {
     }
   }
 };
-
-std::mutex g_agreement_mu;
-TuningAgreement g_agreement;  // guarded by g_agreement_mu
-
-// tune_conv here, or, under a tuning agreement, the choice it returns (rank 0's in a
-// data-parallel job) as "<algorithm>\n<why>", looked up among this process's candidates.
-TuneOutcome agreed_tuning(const ConvProblem& p, const ConvCandidates& c, const std::string& label,
-                          const TuneOptions& o, RewriteContext& ctx) {
-  const TuningAgreement agree = tuning_agreement();
-  if (!agree) return tune_conv(p, c, label, o);
-  TuneOutcome mine;
-  bool decided = false;
-  const std::string choice = agree([&] {
-    mine = tune_conv(p, c, label, o);
-    decided = true;
-    return mine.winner ? mine.winner->name() + "\n" + mine.why : std::string();
-  });
-  if (decided) return mine;
-  TuneOutcome r;
-  const std::size_t nl = choice.find('\n');
-  const std::string name = choice.substr(0, nl);
-  if (name.empty()) return r;  // nothing timed there: priority lowering, as everywhere
-  for (const auto& a : c.usable())
-    if (a->name() == name) {
-      r.winner = a;
-      r.why = "chosen on rank 0: " + (nl == std::string::npos ? std::string() : choice.substr(nl + 1));
-      return r;
-    }
-  const std::string line = msg("metaopt: ", label, ": rank 0 chose ", name,
-                               ", which this process cannot run; priority lowering decides");
-  log_line(ctx.mode, "convgraph: warning: " + line);
-  ctx.stats.notes.push_back(line);
-  return r;
-}
 
 namespace {
 
@@ -457,7 +462,7 @@ std::optional<Var> meta_optimize_conv(const Var& v, RewriteContext& ctx) {
   TuneOptions o = tune_options(mode, device, own_pool);
   o.clock = ctx.state->clock.get();
   o.cache = &state_cache(ctx);
-  const TuneOutcome r = agreed_tuning(p, c, label, o, ctx);
+  const TuneOutcome r = agreed_tuning(p, c, label, o, ctx.mode, &ctx.stats.notes);
   if (!r.winner) {
     ctx.stats.notes.push_back(msg("metaopt: ", label, ": nothing timed; priority lowering decides"));
     return std::nullopt;

@@ -157,6 +157,24 @@ TEST_CASE("mpi: every rank runs the meta-optimizer's choice of rank 0") {
   CHECK(told == (dist::rank() != 0));
 }
 
+TEST_CASE("mpi: shapes tuned at run time also run rank 0's choice") {
+  Var x = input(DType::float32, {kUnknown, 2, 6, 6}, "x");  // batch known only at the call
+  Var w = input(DType::float32, {3, 2, 3, 3}, "w");
+  const Mode mode = Mode::from_flags("optimizer_including=conv_meta,metaopt.cache=None");
+  Function f = compile({x, w}, {conv2d(x, w)}, mode);
+  (void)f({Tensor::full(DType::float32, {2, 2, 6, 6}, 0.5), Tensor::full(DType::float32, {3, 2, 3, 3}, 0.25)});
+  std::string chosen, impl;  // "-> algorithm" of each run-time choice, and the full text
+  for (const auto& v : f.graph().toposort())
+    if (v.op() && !v.op()->implementation().empty()) {
+      impl += v.op()->implementation();
+      for (std::size_t at = impl.find("-> "); at != std::string::npos; at = impl.find("-> ", at + 3))
+        chosen += impl.substr(at, impl.find(' ', at + 3) - at) + ";";
+    }
+  CHECK_FALSE(chosen.empty());
+  CHECK(dist::detail::broadcast_string(chosen) == chosen);
+  CHECK((impl.find("chosen on rank 0") != std::string::npos) == (dist::rank() != 0));
+}
+
 TEST_CASE("mpi: rank_seed gives each rank its own dropout mask; a plain seed the same draws") {
   RandomStream per_rank(dist::rank_seed(5)), same(5);
   Var u = per_rank.uniform({16}), v = same.uniform({16});
