@@ -154,6 +154,9 @@ struct Candidate {
   bool timed = false;      ///< will be run (eligible, or an alternative under --all-algorithms)
   std::string reason;      ///< why it is not run / not eligible
   std::size_t workspace = 0;
+  /// What fast_run would lower the layer to without tuning (priority lowering with the
+  /// cost model, optimizer/conv_lowering.hpp), so the bench can rate the default.
+  bool default_choice = false;
 };
 /// The meta-optimizer's candidates for `p` under `mode` (optimizer/conv_lowering.hpp's
 /// meta_candidates: same selection semantics as conv_meta); with `all_algorithms` the

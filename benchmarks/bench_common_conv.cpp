@@ -161,6 +161,22 @@ std::vector<Candidate> list_candidates(const Layer& layer, const ConvProblem& p,
     c.reason = c.eligible ? std::string() : why;
     out.push_back(std::move(c));
   }
+  // fast_run's own pick: the first usable algorithm an included tag promotes, else the
+  // cost model's cheapest (as lower_abstract_conv decides with shapes known).
+  Mode fast = mode;
+  fast.metaopt_include.clear();
+  fast.metaopt_exclude.clear();
+  const ConvCandidates lowering = conv_candidates(op, &p, mode.device, fast, reg);
+  const auto usable = lowering.usable();
+  if (!usable.empty()) {
+    const bool promoted = std::any_of(lowering.verdicts.begin(), lowering.verdicts.end(), [&](const ConvVerdict& v) {
+      return v.promoted && v.algorithm == usable.front();
+    });
+    const AlgorithmPtr pick = promoted || !uses_cost_model(mode)
+                                  ? usable.front()
+                                  : cheapest_algorithm(usable, p, measured_machine(mode.threads));
+    for (Candidate& c : out) c.default_choice = c.algorithm == pick;
+  }
   return out;
 }
 

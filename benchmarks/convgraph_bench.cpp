@@ -143,9 +143,11 @@ std::vector<Layer> select_layers(const Options& o) {
   return out;
 }
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
+/// printf of numbers into a string (one table cell or line).
+template <class... Numbers>
+std::string fmt(const char* f, Numbers... v) {
+  char buf[128];
+  std::snprintf(buf, sizeof buf, f, static_cast<double>(v)...);
   return buf;
 }
 
@@ -194,6 +196,7 @@ struct Report {
   std::vector<Record> records;
   std::vector<std::pair<std::string, std::vector<std::string>>> declined;  ///< per layer
   std::map<std::string, std::vector<double>> chosen_ms;  ///< direction -> chosen times
+  std::map<std::string, std::vector<double>> default_ms; ///< direction -> fast_run's default's times (same layers)
   std::map<std::string, int> wins;                        ///< algorithm -> times chosen
   int failures = 0;
 };
@@ -219,6 +222,7 @@ void print_table(const Workload& wl, const ErrorCheck& check, const std::vector<
       continue;
     }
     std::string note = r.chosen ? "chosen" : "";
+    if (r.default_choice) note += note.empty() ? "fast_run default" : ", fast_run default";
     if (r.status == "wrong") note = "WRONG: " + r.reason;
     if (r.status == "early_stopped") note = "warm-up only (early stop)";
     if (!r.eligible && r.status != "wrong") note += (note.empty() ? "" : "; ") + r.reason;
@@ -261,6 +265,7 @@ Record make_record(const Workload& wl, const ErrorCheck& check, const Candidate&
   r.direction = std::string(direction_name(p.direction));
   r.algorithm = c.algorithm->name();
   r.eligible = c.eligible;
+  r.default_choice = c.default_choice;
   r.reason = c.reason;
   r.workspace_bytes = c.workspace;
   r.flops = p.flops();
@@ -281,7 +286,11 @@ void bench_one(const Layer& layer, ConvDirection dir, const Options& o, const Mo
   std::vector<Record> rows;
   double best = 0;
   int best_row = -1;
-  for (const Candidate& c : list_candidates(layer, wl.problem, mode, all_algos)) {
+  // fast_run's default goes first: it is always timed in full (early stopping measures
+  // the others against it), so the default can be compared with the fastest.
+  std::vector<Candidate> candidates = list_candidates(layer, wl.problem, mode, all_algos);
+  std::stable_partition(candidates.begin(), candidates.end(), [](const Candidate& c) { return c.default_choice; });
+  for (const Candidate& c : candidates) {
     Record r = make_record(wl, check, c);
     if (!c.timed) {
       r.status = "skipped";
@@ -315,8 +324,12 @@ void bench_one(const Layer& layer, ConvDirection dir, const Options& o, const Mo
   if (best_row >= 0) {
     Record& chosen = rows[static_cast<std::size_t>(best_row)];
     chosen.chosen = true;
-    rep.chosen_ms[chosen.direction].push_back(chosen.median_ms);
     ++rep.wins[chosen.algorithm];
+    for (const Record& r : rows)
+      if (r.default_choice && r.status == "timed") {
+        rep.chosen_ms[chosen.direction].push_back(chosen.median_ms);
+        rep.default_ms[chosen.direction].push_back(r.median_ms);
+      }
   }
   progress.clear();
   print_table(wl, check, rows, std::cout);
@@ -464,17 +477,30 @@ int run(int argc, char** argv) {
     }
   }
 
-  std::cout << "\n== summary: geometric mean of the chosen algorithm's median ms\n";
+  std::cout << "\n== summary: geometric mean of the median ms of the chosen (fastest) algorithm and of\n"
+               "   fast_run's default (the cost model's pick, no tuning), over the layers where both were timed\n";
   Json summary = Json::array();
+  std::vector<double> all_chosen, all_default;
   for (ConvDirection d : o.directions) {
     const auto& v = rep.chosen_ms[std::string(direction_name(d))];
+    const auto& u = rep.default_ms[std::string(direction_name(d))];
+    all_chosen.insert(all_chosen.end(), v.begin(), v.end());
+    all_default.insert(all_default.end(), u.begin(), u.end());
     char name[32];
     std::snprintf(name, sizeof name, "%-11s", std::string(direction_name(d)).c_str());
-    std::cout << "   " << name << (v.empty() ? std::string("         - ms") : fmt("%10.3f ms", geometric_mean(v)))
+    std::cout << "   " << name
+              << (v.empty() ? std::string("         - ms") : fmt("%10.3f ms chosen, %10.3f ms default (x%.3f)",
+                                                             geometric_mean(v), geometric_mean(u),
+                                                             geometric_mean(u) / geometric_mean(v)))
               << "  over " << v.size() << " layers\n";
-    summary.push_back(
-        Json{{"direction", direction_name(d)}, {"geomean_chosen_ms", geometric_mean(v)}, {"layers", v.size()}});
+    summary.push_back(Json{{"direction", direction_name(d)},
+                           {"geomean_chosen_ms", geometric_mean(v)},
+                           {"geomean_default_ms", geometric_mean(u)},
+                           {"layers", v.size()}});
   }
+  if (!all_chosen.empty())
+    std::cout << fmt("   default / chosen geomean, all directions: %.3f\n",
+                     geometric_mean(all_default) / geometric_mean(all_chosen));
   std::cout << "   chosen:";
   for (const auto& [name, n] : rep.wins) std::cout << " " << name << " x" << n;
   std::cout << fmt("\n   total %.1f s", now_seconds() - t_start)

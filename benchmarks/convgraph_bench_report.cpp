@@ -28,6 +28,7 @@ Json to_json(const Record& r) {
               {"rel_err", r.rel_err},
               {"error_ok", r.error_ok},
               {"chosen", r.chosen},
+              {"default_choice", r.default_choice},
               {"eligible", r.eligible},
               {"status", r.status},
               {"reason", r.reason},

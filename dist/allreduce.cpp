@@ -250,7 +250,8 @@ std::vector<Var> reduce_all(const std::string& who, const std::vector<Var>& xs, 
 }
 
 std::string grad_label(std::size_t i, const Var& g) {
-  return msg("gradient ", i, !g.defined() || g.name().empty() ? "" : " ('" + g.name() + "')");
+  if (!g.defined() || g.name().empty()) return msg("gradient ", i);
+  return msg("gradient ", i, " ('", g.name(), "')");
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // ConvImplOp: the lowered convolution node, its run-time algorithm choice and the
 // DebugMode cross-check against the reference.
 #include "convgraph/optimizer/conv_impl_op.hpp"
+#include "convgraph/optimizer/conv_lowering.hpp"
 
 #include <cmath>
 #include <cstring>
@@ -240,16 +241,23 @@ const ConvAlgorithm& ConvImplOp::select(const ConvProblem& p) const {
     if (AlgorithmPtr a = options_.tune(p, why)) return *chosen_.emplace(key, Choice{std::move(a), why}).first->second.algorithm;
   }
   std::vector<std::string> reasons;
+  std::vector<AlgorithmPtr> usable;
   for (const auto& c : candidates_) {
     Status s = c->applicable(p);
     if (s && c->workspace_bytes(p) > p.workspace_limit)
       s = Status::no(msg("workspace ", bytes_text_iec(static_cast<double>(c->workspace_bytes(p))),
                          " exceeds workspace_limit ", p.workspace_limit, " bytes"));
     if (s) {
-      chosen_.emplace(key, Choice{c, {}});
-      return *c;
+      usable.push_back(c);
+      if (!options_.cost_model) break;  // priority: the first applicable one
+    } else {
+      reasons.push_back(c->name() + ": " + s.reason());
     }
-    reasons.push_back(c->name() + ": " + s.reason());
+  }
+  if (!usable.empty()) {
+    std::string why;
+    AlgorithmPtr pick = options_.cost_model ? cheapest_algorithm(usable, p, *options_.cost_model, &why) : usable.front();
+    return *chosen_.emplace(key, Choice{std::move(pick), std::move(why)}).first->second.algorithm;
   }
   throw RuntimeError(msg(who, ": no candidate algorithm applies to ", key, ":\n  ", join_text(reasons, "\n  ")));
 }

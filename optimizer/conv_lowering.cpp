@@ -3,6 +3,8 @@
 #include "convgraph/optimizer/conv_lowering.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <sstream>
 
 #include "convgraph/backends/cuda.hpp"
@@ -211,6 +213,37 @@ std::string explain_unlowered(const Var& node, const Mode& mode) {
   return os.str();
 }
 
+// ---- the cost model's choice --------------------------------------------------------------
+
+bool uses_cost_model(const Mode& mode) {
+  return std::find(mode.exclude_tags.begin(), mode.exclude_tags.end(), "conv_cost_model") == mode.exclude_tags.end();
+}
+
+AlgorithmPtr cheapest_algorithm(const std::vector<AlgorithmPtr>& usable, const ConvProblem& p,
+                                const MachineModel& machine, std::string* why) {
+  if (usable.empty()) return nullptr;
+  std::vector<double> seconds;
+  std::size_t best = 0;
+  for (std::size_t i = 0; i < usable.size(); ++i) {
+    seconds.push_back(usable[i]->estimated_seconds(p, machine));
+    if (seconds[i] < seconds[best]) best = i;
+  }
+  if (why) {
+    const auto ms = [](double s) {
+      if (!std::isfinite(s)) return std::string("no estimate");
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.3g ms", s * 1e3);
+      return std::string(buf);
+    };
+    *why = msg("cost model: ", usable[best]->name(), " ", ms(seconds[best]));
+    std::vector<std::string> others;
+    for (std::size_t i = 0; i < usable.size(); ++i)
+      if (i != best) others.push_back(usable[i]->name() + " " + ms(seconds[i]));
+    if (!others.empty()) *why += " (" + join_text(others, ", ") + ")";
+  }
+  return usable[best];
+}
+
 // ---- the priority-lowering rewrite ----------------------------------------------------
 
 namespace {
@@ -220,7 +253,11 @@ std::optional<Var> lower_abstract_conv(const Var& v, RewriteContext& ctx) {
   if (!op) return std::nullopt;
   const Mode& mode = ctx.mode;
   auto abstract = std::dynamic_pointer_cast<const AbstractConvOp>(v.node()->op);
-  ConvImplOp::Options options{mode.debug, mode.workspace_limit, conv_node_label(v)};
+  ConvImplOp::Options options;
+  options.debug_check = mode.debug;
+  options.workspace_limit = mode.workspace_limit;
+  options.node_label = conv_node_label(v);
+  const bool by_cost = uses_cost_model(mode);
 
   std::vector<TensorType> types;
   bool known = v.type().fully_known();
@@ -234,13 +271,32 @@ std::optional<Var> lower_abstract_conv(const Var& v, RewriteContext& ctx) {
     const ConvCandidates c = conv_candidates(*op, nullptr, device, mode, reg);
     const auto usable = c.usable();
     if (usable.empty()) return std::nullopt;  // the final check explains why
-    auto impl = std::make_shared<ConvImplOp>(abstract, usable, "priority, chosen per shape at run time: shapes unknown at compile time", options);
+    const bool promoted = std::any_of(c.verdicts.begin(), c.verdicts.end(), [](const ConvVerdict& x) { return x.promoted; });
+    if (by_cost && !promoted) options.cost_model = measured_machine(mode.threads);
+    auto impl = std::make_shared<ConvImplOp>(
+        abstract, usable,
+        msg(options.cost_model ? "cost model" : "priority", ", chosen per shape at run time: shapes unknown at compile time"),
+        options);
     return convgraph::apply(impl, v.inputs(), v.name());
   }
 
   ConvProblem p = op->problem(types);
   p.workspace_limit = mode.workspace_limit;
   const ConvCandidates c = conv_candidates(*op, &p, device, mode, reg);
+  // Without an explicitly included tag, the usable algorithm the cost model estimates
+  // fastest; with one (a user's choice, e.g. optimizer_including=conv_fft) or the cost
+  // model excluded, the first usable one in priority order.
+  const auto usable = c.usable();
+  const bool promoted = !usable.empty() && std::any_of(c.verdicts.begin(), c.verdicts.end(), [&](const ConvVerdict& x) {
+    return x.promoted && x.algorithm == usable.front();
+  });
+  if (by_cost && !promoted && usable.size() > 1) {
+    std::string why;
+    const AlgorithmPtr pick = cheapest_algorithm(usable, p, measured_machine(mode.threads), &why);
+    auto impl = std::make_shared<ConvImplOp>(abstract, pick, why, options);
+    ctx.stats.notes.push_back(msg("lowering: ", conv_node_label(v), " -> ", pick->name(), " (", why, ")"));
+    return convgraph::apply(impl, v.inputs(), v.name());
+  }
   std::vector<std::string> passed_over;  // tag-enabled algorithms ahead of the winner that declined
   for (const auto& verdict : c.verdicts) {
     if (!verdict.reason.empty()) {

@@ -51,7 +51,8 @@ namespace {
 // Theano's vocabulary, valid whether or not this build has the algorithms carrying it.
 const std::vector<std::string> kKnownTags = {
     "fast_run", "fast_compile", "conv_dnn",  "cudnn",          "conv_gemm", "conv_fft",
-    "conv_direct", "conv_winograd", "conv_meta", "conv3d2d", "conv_reference", "default", "alternative"};
+    "conv_direct", "conv_winograd", "conv_meta", "conv3d2d", "conv_reference", "default", "alternative",
+    "conv_cost_model"};  // excluded: priority lowering takes list order instead of the cost model
 
 void validate_tags(const Mode& mode, const AlgorithmRegistry& reg) {
   std::vector<std::string> vocab = kKnownTags;

@@ -263,6 +263,22 @@ class CorrMMAlgorithm final : public ConvAlgorithm {
     return pl.fits ? pl.workspace : 0;
   }
 
+  /// One GEMM per (image, group) of the column matrix's shape, plus writing and reading
+  /// the column matrix; its chunks mostly stay in cache, so a quarter of that traffic is
+  /// charged at memory bandwidth.
+  double estimated_seconds(const ConvProblem& p, const MachineModel& m) const override {
+    const std::int64_t rows = p.Cg() * p.kernel_numel(), cols = p.out_numel();
+    const double eff = p.direction == ConvDirection::forward       ? gemm_efficiency(p.Kg(), cols, rows)
+                       : p.direction == ConvDirection::grad_inputs ? gemm_efficiency(rows, cols, p.Kg())
+                                                                   : gemm_efficiency(p.Kg(), rows, cols);
+    const double col = ConvGeometry(p).is_pointwise()
+                           ? 0.0
+                           : 2.0 * static_cast<double>(rows * p.G) * static_cast<double>(cols * p.N) *
+                                 static_cast<double>(dtype_size(p.dtype));
+    return p.flops() / (m.flops_per_s(computes_in_float64(p)) * eff) +
+           (col / 4 + operand_bytes(p)) / m.bytes_per_s() + kConvCallSeconds;
+  }
+
   void run(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) const override {
     if (Status s = applicable(p); !s) throw ValueError(msg("cpu.corrmm: ", s.reason(), " (", p.key(), ")"));
     const Plan pl = make_plan(p);

@@ -59,6 +59,13 @@ class DepthwiseAlgorithm final : public ConvAlgorithm {
     return Status::no(msg("cpu.depthwise handles float32 and float64 with compute of the same type, not ",
                           dtype_name(p.dtype), " with compute ", dtype_name(p.compute)));
   }
+  /// One channel per group: few multiply-adds per byte, so vector loops at a modest
+  /// fraction of peak plus one pass over the operands.
+  double estimated_seconds(const ConvProblem& p, const MachineModel& m) const override {
+    return p.flops() / (m.flops_per_s(computes_in_float64(p)) * 0.15) + operand_bytes(p) / m.bytes_per_s() +
+           kConvCallSeconds;
+  }
+
   void run(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) const override {
     if (Status s = applicable(p); !s) throw TypeError(msg("cpu.depthwise: ", s.reason(), " (", p.key(), ")"));
     CONVGRAPH_ISA_CALL(depthwise_run, p, t, ctx);

@@ -43,6 +43,21 @@ class WinogradConv final : public ConvAlgorithm {
     return cpu::baseline::winograd_workspace_bytes(p);  // the same at every level
   }
 
+  /// F(4x4, 3x3): per 4x4 tile of the written image, 36 transform-domain products per
+  /// channel pair (against 144 direct), done as 36 GEMMs over the tiles; the input and
+  /// output transforms (about 16 operations per transform-domain element) stream once.
+  double estimated_seconds(const ConvProblem& p, const MachineModel& m) const override {
+    const Axes3& image = p.direction == ConvDirection::forward ? p.out : p.in;
+    const std::int64_t tiles = ((image[0] + 3) / 4) * ((image[1] + 3) / 4) * p.N;
+    const std::int64_t c_in = p.direction == ConvDirection::forward ? p.Cg() : p.Kg();
+    const std::int64_t c_out = p.direction == ConvDirection::forward ? p.Kg() : p.Cg();
+    const double gemm = 2.0 * 36 * static_cast<double>(tiles) * static_cast<double>(c_in * c_out * p.G);
+    const double elements = 36.0 * static_cast<double>(tiles) * static_cast<double>(p.C + p.K);
+    const double flops = m.flops_per_s();
+    return gemm / (flops * gemm_efficiency(c_out, tiles, c_in)) + 16 * elements / (flops * 0.2) +
+           (4 * elements + operand_bytes(p)) / m.bytes_per_s() + kConvCallSeconds;
+  }
+
   void run(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) const override {
     const Status s = applicable(p);
     if (!s) throw ValueError(msg("cpu.winograd: cannot run ", p.key(), ": ", s.reason()));

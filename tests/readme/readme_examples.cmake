@@ -13,6 +13,7 @@ set(table "")
 set(tests "")
 set(consumed_lines 1)
 set(index 0)
+add_custom_target(convgraph_readme_examples)  # builds every README example
 while(TRUE)
   string(FIND "${rest}" "${fence}cpp\n" open)
   if(open EQUAL -1)
@@ -38,6 +39,7 @@ while(TRUE)
     file(CONFIGURE OUTPUT ${program} CONTENT "#line ${first_line} \"${readme}\"\n${code}")
     add_executable(convgraph_readme_program_${first_line} ${program})
     target_link_libraries(convgraph_readme_program_${first_line} PRIVATE convgraph::core convgraph_flags)
+    add_dependencies(convgraph_readme_examples convgraph_readme_program_${first_line})
     set(command convgraph_readme_program_${first_line})
   else()
     string(APPEND body "static void readme_example_${index}() {\n  using namespace convgraph;\n  using namespace convgraph::readme_context;\n#line ${first_line} \"${readme}\"\n${code}}\n\n")
@@ -79,6 +81,7 @@ file(CONFIGURE OUTPUT ${generated} CONTENT
 add_executable(convgraph_readme_fragments ${generated})
 target_include_directories(convgraph_readme_fragments PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 target_link_libraries(convgraph_readme_fragments PRIVATE convgraph::core convgraph_flags)
+add_dependencies(convgraph_readme_examples convgraph_readme_fragments)
 # A fragment may end with the values it illustrates, unused.
 target_compile_options(convgraph_readme_fragments PRIVATE -Wno-unused-variable)
 

@@ -2,11 +2,13 @@
 /// The one interface every concrete convolution implements (docs/DESIGN.md, "Implementations"),
 /// and the ordered registry the optimizer and the meta-optimizer select from.
 #include <cstddef>
+#include <limits>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "convgraph/backends/conv_cost.hpp"
 #include "convgraph/conv/conv_problem.hpp"
 #include "convgraph/core/device.hpp"
 #include "convgraph/core/exec_context.hpp"
@@ -60,6 +62,14 @@ class ConvAlgorithm {
   virtual bool fuses_epilogue() const { return false; }
   /// Bumped when results or speed change, so tuning-cache entries are invalidated.
   virtual int version() const { return 1; }
+  /// The cost model's estimate of run()'s time on `machine`, in seconds, from the
+  /// problem's arithmetic, the algorithm's transform and packing traffic and its typical
+  /// efficiency (backends/conv_cost.hpp); +inf when the algorithm has no model. Priority
+  /// lowering picks the cheapest usable algorithm by it (fast_run without tuning).
+  virtual double estimated_seconds(const ConvProblem& p, const MachineModel& machine) const {
+    (void)p, (void)machine;
+    return std::numeric_limits<double>::infinity();
+  }
 };
 
 /// Ordered list of algorithms; order is default priority, best first (oneDNN's impl list).

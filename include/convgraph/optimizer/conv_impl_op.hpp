@@ -5,6 +5,7 @@
 /// first applicable of an ordered candidate list, or (conv_meta) the fastest as timed on
 /// the first call with that shape.
 #include <functional>
+#include <optional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -40,6 +41,9 @@ class ConvImplOp : public Op {
     /// new concrete problem, under the op's lock, to time the candidates on it. Returns
     /// the winner and sets `why`, or nullptr: then the first applicable candidate runs.
     std::function<AlgorithmPtr(const ConvProblem& p, std::string& why)> tune;
+    /// Set: without tuning, run the applicable candidate this machine model estimates
+    /// fastest (cheapest_algorithm); unset: the first applicable one (priority order).
+    std::optional<MachineModel> cost_model;
   };
 
   /// A fixed algorithm; `why` says how it was chosen ("priority: ...", "timing: ...").

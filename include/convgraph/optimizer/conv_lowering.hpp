@@ -48,6 +48,16 @@ ConvCandidates conv_candidates(const AbstractConvOp& op, const ConvProblem* prob
 ConvCandidates meta_candidates(const AbstractConvOp& op, const ConvProblem& problem, DeviceKind device,
                                const Mode& mode, const AlgorithmRegistry& registry);
 
+/// Whether priority lowering chooses by the cost model (the default) or by list order
+/// (optimizer_excluding=conv_cost_model).
+bool uses_cost_model(const Mode& mode);
+
+/// Of `usable` (priority order, all applicable to `p`), the one the cost model estimates
+/// fastest on `machine`: the first on ties, and the first of all when none has an
+/// estimate. `why` (if given) gets "cost model: cpu.winograd 2.1 ms (cpu.corrmm 5.3 ms, ...)".
+AlgorithmPtr cheapest_algorithm(const std::vector<AlgorithmPtr>& usable, const ConvProblem& p,
+                                const MachineModel& machine, std::string* why = nullptr);
+
 /// The registry a mode lowers with (Mode::registry or the built-in one).
 const AlgorithmRegistry& mode_registry(const Mode& mode);
 
