@@ -8,8 +8,9 @@ JOBS="${JOBS:-$(nproc)}"
 # nlohmann-json3-dev: every JSON; libcli11-dev: the programs' command lines; graphviz: the
 # test that renders to_dot() output; zlib1g-dev: .npz files (CRC-32, deflate).
 # libopenmpi-dev, openmpi-bin: data-parallel training (CONVGRAPH_WITH_MPI) and its tests.
+# doxygen: the API reference (the `docs` target and its test).
 PACKAGES=(g++ cmake ninja-build pkg-config libeigen3-dev catch2 qemu-user nlohmann-json3-dev libcli11-dev graphviz zlib1g-dev
-  libopenmpi-dev openmpi-bin)
+  libopenmpi-dev openmpi-bin doxygen)
 
 install_missing() {
   local missing=()

@@ -36,10 +36,12 @@ struct TuningEntry {
 };
 
 /// The persistent tuning cache: a text file
+/// \code{.unparsed}
 ///   convgraph-tuning-cache v1
 ///   <device>\t<problem key>\t<candidates>\t<algorithm>\t<version>\t<seconds>
 ///   ...
 ///   end <entry count>
+/// \endcode
 /// keyed by device fingerprint, ConvProblem::key() (dtypes, workspace limit) and the
 /// candidate set with each candidate's version. CRLF line endings are read as LF.
 ///
