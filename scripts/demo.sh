@@ -17,8 +17,7 @@ cuda=OFF
 if command -v nvidia-smi >/dev/null && timeout 10 nvidia-smi -L >/dev/null 2>&1; then cuda=AUTO; fi
 say "build phase: convgraph-bench in build-demo/ (native CPU kernels, CUDA $cuda, $JOBS jobs)"
 BUILD_DIR="${DEMO_BUILD_DIR:-$ROOT/build-demo}" CONVGRAPH_WITH_CUDA=$cuda BUILD_TARGETS=convgraph-bench \
-  configure_and_build -DCONVGRAPH_NATIVE=ON -DCONVGRAPH_BUILD_TESTS=OFF -DCONVGRAPH_BUILD_EXAMPLES=OFF \
-  | grep -v '^\[' >&2 || true
+  configure_and_build -DCONVGRAPH_NATIVE=ON -DCONVGRAPH_BUILD_TESTS=OFF -DCONVGRAPH_BUILD_EXAMPLES=OFF >&2 || true
 bench="${DEMO_BUILD_DIR:-$ROOT/build-demo}/benchmarks/convgraph-bench"
 [ -x "$bench" ] || { say "the build failed (see above)"; exit 1; }
 
