@@ -169,12 +169,8 @@ std::vector<Candidate> list_candidates(const Layer& layer, const ConvProblem& p,
   const ConvCandidates lowering = conv_candidates(op, &p, mode.device, fast, reg);
   const auto usable = lowering.usable();
   if (!usable.empty()) {
-    const bool promoted = std::any_of(lowering.verdicts.begin(), lowering.verdicts.end(), [&](const ConvVerdict& v) {
-      return v.promoted && v.algorithm == usable.front();
-    });
-    const AlgorithmPtr pick = promoted || !uses_cost_model(mode)
-                                  ? usable.front()
-                                  : cheapest_algorithm(usable, p, measured_machine(mode.threads));
+    const AlgorithmPtr pick = lowers_by_cost(lowering, fast) ? cheapest_algorithm(usable, p, measured_machine(mode.threads))
+                                                             : usable.front();
     for (Candidate& c : out) c.default_choice = c.algorithm == pick;
   }
   return out;

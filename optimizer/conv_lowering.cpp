@@ -219,6 +219,14 @@ bool uses_cost_model(const Mode& mode) {
   return std::find(mode.exclude_tags.begin(), mode.exclude_tags.end(), "conv_cost_model") == mode.exclude_tags.end();
 }
 
+bool lowers_by_cost(const ConvCandidates& c, const Mode& mode) {
+  if (!uses_cost_model(mode)) return false;
+  const auto usable = c.usable();
+  return std::none_of(c.verdicts.begin(), c.verdicts.end(), [&](const ConvVerdict& v) {
+    return v.promoted && !usable.empty() && v.algorithm == usable.front();
+  });
+}
+
 AlgorithmPtr cheapest_algorithm(const std::vector<AlgorithmPtr>& usable, const ConvProblem& p,
                                 const MachineModel& machine, std::string* why) {
   if (usable.empty()) return nullptr;
@@ -257,7 +265,6 @@ std::optional<Var> lower_abstract_conv(const Var& v, RewriteContext& ctx) {
   options.debug_check = mode.debug;
   options.workspace_limit = mode.workspace_limit;
   options.node_label = conv_node_label(v);
-  const bool by_cost = uses_cost_model(mode);
 
   std::vector<TensorType> types;
   bool known = v.type().fully_known();
@@ -271,8 +278,7 @@ std::optional<Var> lower_abstract_conv(const Var& v, RewriteContext& ctx) {
     const ConvCandidates c = conv_candidates(*op, nullptr, device, mode, reg);
     const auto usable = c.usable();
     if (usable.empty()) return std::nullopt;  // the final check explains why
-    const bool promoted = std::any_of(c.verdicts.begin(), c.verdicts.end(), [](const ConvVerdict& x) { return x.promoted; });
-    if (by_cost && !promoted) options.cost_model = measured_machine(mode.threads);
+    if (lowers_by_cost(c, mode)) options.cost_model = measured_machine(mode.threads);
     auto impl = std::make_shared<ConvImplOp>(
         abstract, usable,
         msg(options.cost_model ? "cost model" : "priority", ", chosen per shape at run time: shapes unknown at compile time"),
@@ -287,10 +293,7 @@ std::optional<Var> lower_abstract_conv(const Var& v, RewriteContext& ctx) {
   // fastest; with one (a user's choice, e.g. optimizer_including=conv_fft) or the cost
   // model excluded, the first usable one in priority order.
   const auto usable = c.usable();
-  const bool promoted = !usable.empty() && std::any_of(c.verdicts.begin(), c.verdicts.end(), [&](const ConvVerdict& x) {
-    return x.promoted && x.algorithm == usable.front();
-  });
-  if (by_cost && !promoted && usable.size() > 1) {
+  if (usable.size() > 1 && lowers_by_cost(c, mode)) {
     std::string why;
     const AlgorithmPtr pick = cheapest_algorithm(usable, p, measured_machine(mode.threads), &why);
     auto impl = std::make_shared<ConvImplOp>(abstract, pick, why, options);

@@ -52,6 +52,11 @@ ConvCandidates meta_candidates(const AbstractConvOp& op, const ConvProblem& prob
 /// (optimizer_excluding=conv_cost_model).
 bool uses_cost_model(const Mode& mode);
 
+/// Whether priority lowering chooses among `c`'s usable algorithms by the cost model: the
+/// mode allows it and the first usable one was not put first by an explicitly included
+/// tag (a user's choice, as in Theano). One rule for compile-time, run-time and the bench.
+bool lowers_by_cost(const ConvCandidates& c, const Mode& mode);
+
 /// Of `usable` (priority order, all applicable to `p`), the one the cost model estimates
 /// fastest on `machine`: the first on ties, and the first of all when none has an
 /// estimate. `why` (if given) gets "cost model: cpu.winograd 2.1 ms (cpu.corrmm 5.3 ms, ...)".
