@@ -26,11 +26,11 @@ class FftConv final : public ConvAlgorithm {
       if (p.stride[static_cast<std::size_t>(a)] != 1)
         return Status::no(msg("cpu.fft: stride ", p.stride[static_cast<std::size_t>(a)], " on spatial axis ", a,
                               " (FFT convolution needs stride 1)"));
-    return cpu::baseline::fft_plan_status(p);  // the same at every level
+    return CONVGRAPH_ISA_ANY(fft_plan_status)(p);  // the same at every level
   }
 
   std::size_t workspace_bytes(const ConvProblem& p) const override {
-    return cpu::baseline::fft_workspace_bytes(p);
+    return CONVGRAPH_ISA_ANY(fft_workspace_bytes)(p);
   }
 
   void run(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) const override {

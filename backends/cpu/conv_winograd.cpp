@@ -40,7 +40,7 @@ class WinogradConv final : public ConvAlgorithm {
 
   std::size_t workspace_bytes(const ConvProblem& p) const override {
     if (p.ndim != 2 || p.direction == ConvDirection::grad_weights) return 0;
-    return cpu::baseline::winograd_workspace_bytes(p);  // the same at every level
+    return CONVGRAPH_ISA_ANY(winograd_workspace_bytes)(p);  // the same at every level
   }
 
   /// F(4x4, 3x3): per 4x4 tile of the written image, 36 transform-domain products per

@@ -42,12 +42,23 @@ bool cpu_has(CpuIsa isa) {
 
 CpuIsa initial_isa() {
   CpuIsa isa = detected_cpu_isa();
+#if defined(CONVGRAPH_ISA_ONLY_LEVEL)
+  // A build with one level's kernels runs them: it is meant for the CPU it was built on.
+  isa = static_cast<CpuIsa>(CONVGRAPH_ISA_ONLY_LEVEL);
+  if (isa > detected_cpu_isa())
+    std::fprintf(stderr, "convgraph: this library has only %s kernels (CONVGRAPH_CPU_LEVELS=HOST) "
+                 "and this CPU supports up to %s: expect illegal instructions\n",
+                 cpu_isa_name(isa), cpu_isa_name(detected_cpu_isa()));
+#endif
   if (const char* env = std::getenv("CONVGRAPH_CPU_ISA"); env != nullptr && *env != '\0') {
     const auto want = parse_cpu_isa(env);
     if (!want)
       std::fprintf(stderr,
                    "convgraph: ignoring CONVGRAPH_CPU_ISA=%s (valid: baseline, avx2, avx512); "
                    "using %s\n", env, cpu_isa_name(isa));
+    else if (!cpu_isa_compiled(*want))
+      std::fprintf(stderr, "convgraph: ignoring CONVGRAPH_CPU_ISA=%s: this build has only %s kernels\n",
+                   env, cpu_isa_name(isa));
     else if (*want > isa)
       std::fprintf(stderr, "convgraph: ignoring CONVGRAPH_CPU_ISA=%s: this CPU supports up to %s\n",
                    env, cpu_isa_name(isa));
@@ -86,11 +97,22 @@ CpuIsa detected_cpu_isa() {
   return best;
 }
 
-bool cpu_isa_supported(CpuIsa isa) { return isa <= detected_cpu_isa(); }
+bool cpu_isa_compiled(CpuIsa isa) {
+#if defined(CONVGRAPH_ISA_ONLY_LEVEL)
+  return static_cast<int>(isa) == CONVGRAPH_ISA_ONLY_LEVEL;
+#else
+  return true;
+#endif
+}
+
+bool cpu_isa_supported(CpuIsa isa) { return cpu_isa_compiled(isa) && isa <= detected_cpu_isa(); }
 
 CpuIsa active_cpu_isa() { return static_cast<CpuIsa>(active_level().load(std::memory_order_relaxed)); }
 
 void set_active_cpu_isa(CpuIsa isa) {
+  if (!cpu_isa_compiled(isa))
+    throw ValueError(msg("set_active_cpu_isa: isa=", cpu_isa_name(isa), " has no kernels in this build (",
+                         cpu_isa_name(active_cpu_isa()), " only: CONVGRAPH_CPU_LEVELS=HOST)"));
   if (!cpu_isa_supported(isa))
     throw ValueError(msg("set_active_cpu_isa: isa=", cpu_isa_name(isa),
                          " is not supported by this CPU (best: ", cpu_isa_name(detected_cpu_isa()), ")"));

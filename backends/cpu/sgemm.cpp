@@ -111,11 +111,15 @@ void sgemm_with_isa(CpuIsa isa, bool transA, bool transB, std::int64_t M, std::i
     return;
   }
   const GemmArgs g{transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc};
-  switch (isa) {
-    case CpuIsa::avx512: sgemm_avx512(g, pool); return;
-    case CpuIsa::avx2: sgemm_avx2(g, pool); return;
-    case CpuIsa::baseline: sgemm_detail::run_sgemm<ScalarTraits>(g, pool); return;
-  }
+  // A build with one kernel level (CMake CONVGRAPH_CPU_LEVELS=HOST) has only its family;
+  // cpu_isa_supported() refused the others above.
+#if !defined(CONVGRAPH_ISA_ONLY_LEVEL) || CONVGRAPH_ISA_ONLY_LEVEL == 2
+  if (isa == CpuIsa::avx512) return sgemm_avx512(g, pool);
+#endif
+#if !defined(CONVGRAPH_ISA_ONLY_LEVEL) || CONVGRAPH_ISA_ONLY_LEVEL == 1
+  if (isa == CpuIsa::avx2) return sgemm_avx2(g, pool);
+#endif
+  sgemm_detail::run_sgemm<ScalarTraits>(g, pool);
 }
 
 void sgemm(bool transA, bool transB, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,

@@ -24,7 +24,11 @@ const char* cpu_isa_name(CpuIsa isa);
 std::optional<CpuIsa> parse_cpu_isa(std::string_view name);
 /// The best level this CPU supports (CPUID, ignoring CONVGRAPH_CPU_ISA).
 CpuIsa detected_cpu_isa();
-/// Whether this CPU can run kernels of `isa`.
+/// Whether this build has kernels of `isa`: every level, unless it was configured with
+/// CONVGRAPH_CPU_LEVELS=HOST (the default of CONVGRAPH_NATIVE builds), which compiles only
+/// the build host's best level.
+bool cpu_isa_compiled(CpuIsa isa);
+/// Whether this build has kernels of `isa` and this CPU can run them.
 bool cpu_isa_supported(CpuIsa isa);
 /// The level the kernels use now.
 CpuIsa active_cpu_isa();
