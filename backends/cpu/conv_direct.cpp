@@ -1,11 +1,17 @@
-// "cpu.direct": convolution by direct loops, every direction and parameter, no workspace.
-// The kernels live in kernels/direct.cpp, compiled once per CPU level.
+// "cpu.direct": convolution by direct loops, every direction and parameter. The kernels
+// live in kernels/, compiled once per CPU level: float32 forward, grad inputs at stride 1
+// and grad weights with enough destination channels take the channel-vectorised path
+// (direct_kvec.cpp; its workspace holds the packed weights or grad weights' partial sums,
+// and a zero-padded source); everything else the row engine (direct.cpp), which needs no
+// workspace.
+#include "backends/cpu/direct_kvec.hpp"
 #include "backends/cpu/kernels/isa_dispatch.hpp"
 #include "convgraph/backends/cpu/algorithms.hpp"
 
 namespace convgraph::cpu {
 
 CONVGRAPH_ISA_DECLARE(void direct_run(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx))
+CONVGRAPH_ISA_DECLARE(void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx))
 
 namespace {
 
@@ -13,6 +19,7 @@ class DirectAlgorithm final : public ConvAlgorithm {
  public:
   std::string name() const override { return "cpu.direct"; }
   bool fuses_epilogue() const override { return true; }
+  int version() const override { return 2; }  // 2: the channel-vectorised path
   DeviceKind device() const override { return DeviceKind::cpu; }
   std::vector<std::string> tags() const override { return {"conv_direct", "fast_run", "fast_compile"}; }
   Status applicable(const ConvProblem& p) const override {
@@ -22,22 +29,44 @@ class DirectAlgorithm final : public ConvAlgorithm {
     return Status::no(msg("cpu.direct handles float32 (compute float32 or float64) and float64, not ",
                           dtype_name(p.dtype), " with compute ", dtype_name(p.compute)));
   }
-  /// Register-blocked loops over the operands in place: no extra traffic, but a lower
-  /// fraction of peak than a GEMM (lower still in the gradients, whose loops scatter or
-  /// reduce), falling as the filter's channel or position counts get small.
+  std::size_t workspace_bytes(const ConvProblem& p) const override {
+    const KvecPlan pl(p);
+    return pl.usable ? pl.workspace : 0;
+  }
+
+  /// The channel-vectorised path runs near the FMA peak once its (source channel, tap)
+  /// count amortises each tile's transposed store (grad weights: the transposed dy chunk),
+  /// less the lanes of a partial channel block, plus its workspace traffic. The row engine
+  /// works on the operands in place at a lower fraction of peak (lower still in the
+  /// gradients, whose loops scatter or reduce), falling as the filter's channel or position
+  /// counts get small.
   double estimated_seconds(const ConvProblem& p, const MachineModel& m) const override {
+    const double peak = m.flops_per_s(computes_in_float64(p));
+    if (const KvecPlan pl(p); pl.usable) {
+      const double reduction = static_cast<double>(pl.nsrc * pl.taps);
+      const double lanes = static_cast<double>(pl.ndst) / static_cast<double>((pl.ndst + 15) / 16 * 16);
+      const double eff = 0.8 * lanes * reduction / (reduction + 16);
+      const double traffic = 2.0 * static_cast<double>(pl.workspace) + operand_bytes(p);
+      return p.flops() / (peak * eff) + traffic / m.bytes_per_s() + kConvCallSeconds;
+    }
     const double base = p.direction == ConvDirection::forward       ? 0.35
                         : p.direction == ConvDirection::grad_inputs ? 0.12
                                                                     : 0.15;
     const auto sat = [](std::int64_t x) { return static_cast<double>(x) / static_cast<double>(x + 8); };
     const double eff = base * sat(p.Kg()) * sat(p.Cg() * p.kernel_numel());
-    return p.flops() / (m.flops_per_s(computes_in_float64(p)) * eff) + operand_bytes(p) / m.bytes_per_s() +
-           kConvCallSeconds;
+    return p.flops() / (peak * eff) + operand_bytes(p) / m.bytes_per_s() + kConvCallSeconds;
   }
 
   void run(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) const override {
     if (Status s = applicable(p); !s) throw TypeError(msg("cpu.direct: ", s.reason(), " (", p.key(), ")"));
-    CONVGRAPH_ISA_CALL(direct_run, p, t, ctx);
+    if (const KvecPlan pl(p); pl.usable) {
+      if (ctx.workspace == nullptr || ctx.workspace_bytes < pl.workspace)
+        throw MemoryError(msg("cpu.direct: workspace of ", ctx.workspace_bytes, " bytes given, ", pl.workspace,
+                              " needed (", p.key(), ")"));
+      CONVGRAPH_ISA_CALL(direct_kvec_run, p, t, ctx);
+    } else {
+      CONVGRAPH_ISA_CALL(direct_run, p, t, ctx);
+    }
   }
 };
 

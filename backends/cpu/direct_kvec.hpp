@@ -1,0 +1,93 @@
+#pragma once
+// Private to backends/cpu: the plan of cpu.direct's channel-vectorised path
+// (kernels/direct_kvec.cpp), shared by the algorithm (workspace size, applicability) and
+// the kernels, so both see the same layout.
+//
+// The path computes forward, and grad inputs at stride 1, as one correlation:
+//   dst[n][c][o] = sum_q sum_t wpk[c][q][t] * src[n][q][o * stride + tap(t)]
+// over a zero-padded copy of the source (skipped when no padding is needed), with the
+// weights packed once per call as [group][channel block][q][tap][kMaxBlock lanes] so a
+// vector of destination channels loads contiguously. Forward: src = x, dst = y, q = input
+// channel. Grad inputs: src = dy, dst = dx, q = output channel, taps mirrored, and the
+// low padding (ker - 1) * dil - pad (the transposed convolution at stride 1).
+// Grad weights reuses the same tile with the roles turned: the reduction runs over output
+// pixels, the tile's rows are (input channel, tap) pairs, and the vector operand is a
+// chunk of dy transposed to [pixel][output channel]; fixed slices of the pixels (however
+// many threads run them) sum into partial results that a last pass adds in order.
+#include <algorithm>
+#include <array>
+#include <cstdint>
+
+#include "backends/cpu/conv_geometry.hpp"
+
+namespace convgraph::cpu {
+
+/// Destination channels per packed block: the widest level's register block (4 x 16
+/// floats); narrower levels use a divisor of it, so the packed size bounds them all.
+inline constexpr i64 kKvecMaxBlock = 64;
+/// Fewest destination channels per group worth vectorising over (a 16-lane vector at the
+/// AVX-512 level); below it the row engine's position vectors waste less.
+inline constexpr i64 kKvecMinChannels = 16;
+/// Rows of a tile: output pixels (forward, grad inputs) or (channel, tap) pairs (grad weights).
+inline constexpr i64 kKvecTileRows = 6;
+/// Grad weights: at most this many pixel slices, and at most this many bytes of partial sums.
+inline constexpr i64 kKvecMaxSlices = 16;
+inline constexpr i64 kKvecPartialBytes = i64{8} << 20;
+
+struct KvecPlan {
+  bool usable = false;
+  bool grad_inputs = false, grad_weights = false;
+  bool copy_src = false;          ///< the source needs a zero-padded copy
+  std::array<i64, 3> dst{}, src{}, padded{}, lowpad{}, stride{}, dil{}, ker{};
+  i64 N = 0, G = 1, nsrc = 0, ndst = 0, nblocks = 0, taps = 0;
+  i64 slices = 1, row_tiles = 0;  ///< grad weights: pixel slices, tiles of (channel, tap) rows
+  i64 dst_numel = 0, src_numel = 0, padded_numel = 0;
+  std::size_t packed_bytes = 0, src_bytes = 0, workspace = 0;
+
+  explicit KvecPlan(const ConvProblem& p) {
+    if (p.dtype != DType::float32 || p.compute != DType::float32) return;
+    const ConvGeometry g(p);
+    grad_inputs = p.direction == ConvDirection::grad_inputs;
+    grad_weights = p.direction == ConvDirection::grad_weights;
+    N = g.N, G = g.G;
+    nsrc = grad_inputs ? g.Kg : g.Cg;
+    ndst = grad_inputs ? g.Cg : g.Kg;
+    if (ndst < kKvecMinChannels) return;
+    ker = g.ker, dil = g.dil;
+    taps = g.ker_numel;
+    for (std::size_t a = 0; a < 3; ++a) {
+      if (grad_inputs) {
+        if (g.stride[a] != 1) return;  // strided grad inputs keep the row engine's phases
+        dst[a] = g.in[a], src[a] = g.out[a], stride[a] = 1;
+        lowpad[a] = (g.ker[a] - 1) * g.dil[a] - g.pad[a];
+        if (lowpad[a] < 0) return;  // padding wider than the kernel: outputs beyond the input
+      } else {
+        dst[a] = g.out[a], src[a] = g.in[a], stride[a] = g.stride[a];
+        lowpad[a] = g.pad[a];
+      }
+      // The extent the outputs read, which the (padded) source must cover.
+      padded[a] = (dst[a] - 1) * stride[a] + (ker[a] - 1) * dil[a] + 1;
+      if (lowpad[a] != 0 || padded[a] > src[a]) copy_src = true;
+    }
+    if (!copy_src) padded = src;  // read the source in place, with its own row lengths
+    dst_numel = dst[0] * dst[1] * dst[2];
+    src_numel = src[0] * src[1] * src[2];
+    padded_numel = padded[0] * padded[1] * padded[2];
+    nblocks = (ndst + kKvecMaxBlock - 1) / kKvecMaxBlock;
+    if (grad_weights) {  // partial sums of every slice instead of packed weights
+      row_tiles = (nsrc * taps + kKvecTileRows - 1) / kKvecTileRows;
+      const i64 slice_bytes = G * nblocks * row_tiles * kKvecTileRows * kKvecMaxBlock * static_cast<i64>(sizeof(float));
+      const i64 pixels = N * dst_numel;
+      slices = std::clamp<i64>(std::min((pixels + 1023) / 1024, kKvecPartialBytes / slice_bytes), 1, kKvecMaxSlices);
+      packed_bytes = static_cast<std::size_t>(slices * slice_bytes);
+    } else {
+      packed_bytes = static_cast<std::size_t>(G * nblocks * kKvecMaxBlock * nsrc * taps) * sizeof(float);
+    }
+    packed_bytes = (packed_bytes + 63) / 64 * 64;
+    src_bytes = copy_src ? static_cast<std::size_t>(N * G * nsrc * padded_numel) * sizeof(float) : 0;
+    workspace = packed_bytes + src_bytes;
+    usable = workspace <= p.workspace_limit;
+  }
+};
+
+}  // namespace convgraph::cpu

@@ -1,0 +1,299 @@
+// cpu.direct's channel-vectorised path (float32; the plan is backends/cpu/direct_kvec.hpp):
+// forward, grad inputs at stride 1 and grad weights, for layers with at least
+// kKvecMinChannels destination (output-gradient, for grad weights) channels per group.
+//
+// A tile is kP output pixels x NK vectors of destination channels, all accumulators in
+// registers; each step of the reduction over (source channel, tap) broadcasts one source
+// value per pixel and loads NK weight vectors, so any stride, dilation or kernel size costs
+// the same and no lane is wasted on short rows: the pixels of a tile are consecutive in
+// (image, position) order and may span rows and images (7x7 images fill whole tiles).
+// That is what the row engine (direct.cpp) lacks for C = 3 first layers (strided, with
+// gathered loads), 7x7 layers (rows shorter than a vector) and 3-D layers.
+//
+// A work unit is a block of destination channels x kTiles tiles; it walks the source
+// channels in chunks whose weights fit in L1, keeping its partial sums in a small buffer,
+// and finally writes them transposed to the planar destination (plus the fused epilogue).
+// Grad weights runs the same tile over (input channel, tap) rows and dy transposed in
+// chunks of kChunkPixels pixels.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "backends/cpu/conv_geometry.hpp"
+#include "backends/cpu/direct_kvec.hpp"
+#include "convgraph/backends/cpu/algorithms.hpp"
+
+#include "backends/cpu/kernels/isa_begin.hpp"
+#include "backends/cpu/kernels/conv_epilogue.hpp"
+
+namespace convgraph::cpu::CONVGRAPH_ISA_NS {
+namespace {
+
+// Register block per level: kP x kNK accumulators of kL floats (24 of 32 registers with
+// AVX-512, 12 of 16 below), plus kNK weight vectors and a broadcast.
+#if CONVGRAPH_ISA_AVX512
+constexpr int kL = 16, kNK = 4;
+#elif CONVGRAPH_ISA_AVX2
+constexpr int kL = 8, kNK = 2;
+#else
+constexpr int kL = 4, kNK = 2;
+#endif
+constexpr int kP = static_cast<int>(kKvecTileRows);
+constexpr int kBlock = kL * kNK;  // destination channels per block (divides kKvecMaxBlock)
+constexpr int kTiles = 8;         // tiles per work unit, sharing each weight chunk in L1
+constexpr i64 kChunkBytes = 24 * 1024;  // weights per source-channel chunk (L1)
+constexpr i64 kChunkPixels = 96;        // grad weights: dy pixels transposed at a time (L1)
+using vkf = float __attribute__((vector_size(kL * sizeof(float))));
+static_assert(kKvecMaxBlock % kBlock == 0);
+
+/// acc[p][*] (+)= sum_{q in [q0, q1), t} src[p][q * qstride + taps[t]] * w[q][t][*], with
+/// acc held in io ([kP][kBlock]): zero-started when `init`, else loaded.
+template <int NK>
+void tile(const float* const (&src)[kP], const float* w, const i64* taps, i64 T, i64 q0, i64 q1,
+          i64 qstride, float* io, bool init) {
+  vkf acc[kP][NK];
+  const float* s[kP];
+#pragma GCC unroll 8
+  for (int p = 0; p < kP; ++p) {
+    s[p] = src[p];
+#pragma GCC unroll 4
+    for (int v = 0; v < NK; ++v) {
+      if (init) acc[p][v] = vkf{};
+      else std::memcpy(&acc[p][v], io + p * kBlock + v * kL, sizeof(vkf));
+    }
+  }
+  for (i64 q = q0; q < q1; ++q) {
+    const float* wq = w + q * T * kBlock;
+    const i64 qo = q * qstride;
+    for (i64 t = 0; t < T; ++t) {
+      const i64 o = qo + taps[t];
+      vkf wv[NK];
+#pragma GCC unroll 4
+      for (int v = 0; v < NK; ++v) std::memcpy(&wv[v], wq + t * kBlock + v * kL, sizeof(vkf));
+#pragma GCC unroll 8
+      for (int p = 0; p < kP; ++p) {
+        const float x = s[p][o];
+#pragma GCC unroll 4
+        for (int v = 0; v < NK; ++v) acc[p][v] += x * wv[v];
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int p = 0; p < kP; ++p)
+#pragma GCC unroll 4
+    for (int v = 0; v < NK; ++v) std::memcpy(io + p * kBlock + v * kL, &acc[p][v], sizeof(vkf));
+}
+
+using TileFn = void (*)(const float* const (&)[kP], const float*, const i64*, i64, i64, i64, i64, float*, bool);
+
+TileFn tile_for(int nk) {
+  switch (nk) {
+    case 1: return &tile<1>;
+    case 2: return &tile<2>;
+#if CONVGRAPH_ISA_AVX512
+    case 3: return &tile<3>;
+    case 4: return &tile<4>;
+#endif
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
+/// Entry point of this level's channel-vectorised cpu.direct kernels (conv_direct.cpp).
+void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) {
+  const ConvGeometry g(p);
+  const KvecPlan pl(p);
+  const i64 nkb = (pl.ndst + kBlock - 1) / kBlock;
+  const i64 T = pl.taps, Q = pl.nsrc;
+  auto* packed = static_cast<float*>(ctx.workspace);
+  const auto* w = static_cast<const float*>(t.w);
+  const auto* src = static_cast<const float*>(pl.grad_inputs ? t.y : t.x);
+
+  // Tap offsets in the padded source, and the storage index of each logical tap: mirrored
+  // for a flipped filter and again for grad inputs (whose taps run backwards).
+  std::vector<i64> tap_off(static_cast<std::size_t>(T)), tap_w(static_cast<std::size_t>(T));
+  {
+    std::size_t tp = 0;
+    for (i64 t0 = 0; t0 < g.ker[0]; ++t0)
+      for (i64 t1 = 0; t1 < g.ker[1]; ++t1)
+        for (i64 t2 = 0; t2 < g.ker[2]; ++t2, ++tp) {
+          tap_off[tp] = (t0 * pl.dil[0] * pl.padded[1] + t1 * pl.dil[1]) * pl.padded[2] + t2 * pl.dil[2];
+          const i64 r[3] = {t0, t1, t2};
+          i64 s[3];
+          for (std::size_t a = 0; a < 3; ++a) s[a] = g.wtap(a, pl.grad_inputs ? g.ker[a] - 1 - r[a] : r[a]);
+          tap_w[tp] = (s[0] * g.ker[1] + s[1]) * g.ker[2] + s[2];
+        }
+  }
+
+  // Weights: packed[grp][kb][q][tap][kBlock], zero beyond the last destination channel.
+  // w is [K][Cg][taps]: destination channel d and source q are (k, c) forward, (c, k) in
+  // grad inputs.
+  if (!pl.grad_weights) parallel_over(ctx, p.G * nkb * Q, [&](i64 begin, i64 end) {
+    for (i64 idx = begin; idx < end; ++idx) {
+      const i64 q = idx % Q, kb = idx / Q % nkb, grp = idx / Q / nkb;
+      float* out = packed + idx * T * kBlock;
+      for (i64 dd = 0; dd < kBlock; ++dd) {
+        const i64 d = kb * kBlock + dd;
+        if (d >= pl.ndst) {
+          for (i64 tp = 0; tp < T; ++tp) out[tp * kBlock + dd] = 0.0f;
+          continue;
+        }
+        const i64 k = pl.grad_inputs ? q : d, c = pl.grad_inputs ? d : q;
+        const float* row = w + ((grp * g.Kg + k) * g.Cg + c) * g.ker_numel;
+        for (i64 tp = 0; tp < T; ++tp) out[tp * kBlock + dd] = row[tap_w[static_cast<std::size_t>(tp)]];
+      }
+    }
+  });
+
+  // The source, zero-padded so every tap of every pixel reads inside it.
+  const float* padded = src;
+  if (pl.copy_src) {
+    auto* buf = reinterpret_cast<float*>(reinterpret_cast<char*>(ctx.workspace) + pl.packed_bytes);
+    parallel_over(ctx, pl.N * p.G * Q, [&](i64 begin, i64 end) {
+      for (i64 plane = begin; plane < end; ++plane) {
+        const float* in = src + plane * pl.src_numel;
+        float* out = buf + plane * pl.padded_numel;
+        for (i64 a = 0; a < pl.padded[0]; ++a)
+          for (i64 b = 0; b < pl.padded[1]; ++b) {
+            float* row = out + (a * pl.padded[1] + b) * pl.padded[2];
+            const i64 ia = a - pl.lowpad[0], ib = b - pl.lowpad[1];
+            if (ia < 0 || ia >= pl.src[0] || ib < 0 || ib >= pl.src[1]) {
+              std::fill(row, row + pl.padded[2], 0.0f);
+              continue;
+            }
+            const float* irow = in + (ia * pl.src[1] + ib) * pl.src[2];
+            const i64 lo = std::clamp<i64>(pl.lowpad[2], 0, pl.padded[2]);
+            const i64 hi = std::clamp<i64>(pl.lowpad[2] + pl.src[2], lo, pl.padded[2]);
+            std::fill(row, row + lo, 0.0f);
+            std::copy(irow + (lo - pl.lowpad[2]), irow + (hi - pl.lowpad[2]), row + lo);
+            std::fill(row + hi, row + pl.padded[2], 0.0f);
+          }
+      }
+    });
+    padded = buf;
+  }
+
+  const i64 pixels = pl.N * pl.dst_numel;
+  const i64 src_channels = Q * p.G;
+  // (o0, o1, o2) of flat pixel index r of one image -> offset of its first tap in the source.
+  auto pixel_base = [&](i64 r) {
+    const i64 o2 = r % pl.dst[2], o1 = r / pl.dst[2] % pl.dst[1], o0 = r / pl.dst[2] / pl.dst[1];
+    return (o0 * pl.stride[0] * pl.padded[1] + o1 * pl.stride[1]) * pl.padded[2] + o2 * pl.stride[2];
+  };
+
+  if (pl.grad_weights) {
+    // Tile rows are (input channel, tap) pairs r = q * T + t; the last tile repeats its last.
+    const i64 R = Q * T, ntr = pl.row_tiles;
+    std::vector<i64> row_off(static_cast<std::size_t>(ntr * kP));
+    for (i64 r = 0; r < ntr * kP; ++r) {
+      const i64 rr = std::min(r, R - 1);
+      row_off[static_cast<std::size_t>(r)] = rr / T * pl.padded_numel + tap_off[static_cast<std::size_t>(rr % T)];
+    }
+    const i64 S = pl.slices, per = (pixels + S - 1) / S;
+    const i64 tile_floats = kP * kBlock;
+    auto partial_at = [&](i64 grp, i64 kb, i64 s) { return packed + ((grp * nkb + kb) * S + s) * ntr * tile_floats; };
+    parallel_over(ctx, p.G * nkb * S, [&](i64 begin, i64 end) {
+      alignas(64) float dyt[kChunkPixels * kBlock];  // dy chunk as [pixel][output channel]
+      i64 dy_off[kChunkPixels], x_off[kChunkPixels];
+      for (i64 idx = begin; idx < end; ++idx) {
+        const i64 s = idx % S, kb = idx / S % nkb, grp = idx / S / nkb;
+        const i64 d0 = kb * kBlock, nd = std::min<i64>(kBlock, pl.ndst - d0);
+        const int nk = static_cast<int>((nd + kL - 1) / kL);
+        const TileFn fn = tile_for(nk);
+        float* part = partial_at(grp, kb, s);
+        const float* xg = padded + grp * Q * pl.padded_numel;
+        const i64 lo = std::min(pixels, s * per), hi = std::min(pixels, lo + per);
+        if (lo == hi)  // an empty slice adds zeros
+          std::fill(part, part + ntr * tile_floats, 0.0f);
+        for (i64 c0 = lo; c0 < hi; c0 += kChunkPixels) {
+          const i64 m = std::min(kChunkPixels, hi - c0);
+          for (i64 j = 0; j < m; ++j) {
+            const i64 n = (c0 + j) / pl.dst_numel, r = (c0 + j) % pl.dst_numel;
+            dy_off[j] = n * g.K * pl.dst_numel + r;
+            x_off[j] = n * src_channels * pl.padded_numel + pixel_base(r);
+          }
+          const float* dyk = static_cast<const float*>(t.y) + (grp * pl.ndst + d0) * pl.dst_numel;
+          for (i64 dd = 0; dd < nk * kL; ++dd) {
+            if (dd >= nd) {  // lanes past the last channel: zeros, never stored
+              for (i64 j = 0; j < m; ++j) dyt[j * kBlock + dd] = 0.0f;
+              continue;
+            }
+            const float* row = dyk + dd * pl.dst_numel;
+            for (i64 j = 0; j < m; ++j) dyt[j * kBlock + dd] = row[dy_off[j]];
+          }
+          for (i64 tr = 0; tr < ntr; ++tr) {
+            const float* rows[kP];
+            for (int r = 0; r < kP; ++r) rows[r] = xg + row_off[static_cast<std::size_t>(tr * kP + r)];
+            fn(rows, dyt, x_off, m, 0, 1, 0, part + tr * tile_floats, c0 == lo);
+          }
+        }
+      }
+    });
+    // dw[k][q][tap] = the slices' partial sums, added in slice order.
+    auto* dw = static_cast<float*>(t.w);
+    parallel_over(ctx, p.G * pl.ndst * Q, [&](i64 begin, i64 end) {
+      for (i64 idx = begin; idx < end; ++idx) {
+        const i64 q = idx % Q, k = idx / Q % pl.ndst, grp = idx / Q / pl.ndst;
+        const i64 kb = k / kBlock, dd = k % kBlock;
+        float* out = dw + ((grp * g.Kg + k) * g.Cg + q) * g.ker_numel;
+        for (i64 tp = 0; tp < T; ++tp) {
+          const i64 r = q * T + tp;
+          float sum = 0.0f;
+          for (i64 s = 0; s < S; ++s) sum += partial_at(grp, kb, s)[(r / kP) * tile_floats + (r % kP) * kBlock + dd];
+          out[tap_w[static_cast<std::size_t>(tp)]] = sum;
+        }
+      }
+    });
+    return;
+  }
+
+  const i64 unit_pixels = kTiles * kP;
+  const i64 ngroups = (pixels + unit_pixels - 1) / unit_pixels;
+  const i64 qc = std::max<i64>(1, kChunkBytes / (T * kBlock * static_cast<i64>(sizeof(float))));
+  const i64 dst_channels = pl.grad_inputs ? g.C : g.K;
+  auto* dst = static_cast<float*>(pl.grad_inputs ? t.x : t.y);
+  parallel_over(ctx, p.G * nkb * ngroups, [&](i64 begin, i64 end) {
+    alignas(64) float acc[kTiles][kP * kBlock];
+    const float* bases[kTiles][kP];
+    i64 dst_off[kTiles * kP];
+    for (i64 idx = begin; idx < end; ++idx) {
+      const i64 pg = idx % ngroups, kb = idx / ngroups % nkb, grp = idx / ngroups / nkb;
+      const i64 pix0 = pg * unit_pixels;
+      const i64 npix = std::min(unit_pixels, pixels - pix0);
+      const int ntiles = static_cast<int>((npix + kP - 1) / kP);
+      // A short last tile repeats its last pixel, computed but not stored.
+      for (i64 j = 0; j < ntiles * kP; ++j) {
+        const i64 pix = pix0 + std::min(j, npix - 1);
+        const i64 n = pix / pl.dst_numel, r = pix % pl.dst_numel;
+        bases[j / kP][j % kP] = padded + (n * src_channels + grp * Q) * pl.padded_numel + pixel_base(r);
+        dst_off[j] = n * dst_channels * pl.dst_numel + r;
+      }
+      const i64 d0 = kb * kBlock;
+      const i64 nd = std::min<i64>(kBlock, pl.ndst - d0);
+      const TileFn fn = tile_for(static_cast<int>((nd + kL - 1) / kL));
+      const float* wb = packed + (grp * nkb + kb) * Q * T * kBlock;
+      for (i64 q0 = 0; q0 < Q; q0 += qc)
+        for (int i = 0; i < ntiles; ++i)
+          fn(bases[i], wb, tap_off.data(), T, q0, std::min(Q, q0 + qc), pl.padded_numel, acc[i], q0 == 0);
+      // Transposed store: each destination channel's pixels are contiguous within an image.
+      for (i64 dd = 0; dd < nd; ++dd) {
+        const i64 ch = grp * pl.ndst + d0 + dd;
+        float* dc = dst + ch * pl.dst_numel;
+        for (i64 j = 0; j < npix; ++j) dc[dst_off[j]] = acc[j / kP][(j % kP) * kBlock + dd];
+        if (pl.grad_inputs || t.epilogue.empty()) continue;
+        for (i64 j = 0; j < npix;) {  // the epilogue on each run of one image
+          i64 e = j + 1;
+          while (e < npix && dst_off[e] == dst_off[e - 1] + 1) ++e;
+          const i64 at = ch * pl.dst_numel + dst_off[j];
+          conv_epilogue_run(t.epilogue, dst + at, at, ch, e - j);
+          j = e;
+        }
+      }
+    }
+  });
+}
+
+}  // namespace convgraph::cpu::CONVGRAPH_ISA_NS
+#include "backends/cpu/kernels/isa_end.hpp"

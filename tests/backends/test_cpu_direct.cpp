@@ -1,0 +1,166 @@
+// cpu.direct's channel-vectorised path (backends/cpu/kernels/direct_kvec.cpp): the layer
+// shapes it exists for (C = 3 first layers with large strided kernels, small images with
+// many channels, 3-D, dilated, grouped, asymmetric padding), at every CPU level this
+// machine supports, in every direction, against the float64 reference; the fused
+// epilogue; and the workspace contract. Sizes are tiny (the whole file runs in well under
+// a second in a Release build).
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <vector>
+
+#include "convgraph/backends/conv_algorithm.hpp"
+#include "convgraph/backends/cpu/algorithms.hpp"
+#include "convgraph/backends/cpu/cpu_isa.hpp"
+#include "convgraph/core/error.hpp"
+#include "convgraph/core/thread_pool.hpp"
+#include "support/conv_cases.hpp"
+#include "support/conv_run.hpp"
+
+using namespace convgraph;
+using namespace convgraph::testing;
+
+namespace {
+
+using Axes = std::vector<std::int64_t>;
+
+ConvCase make_case(const char* name, Axes x, Axes w, BorderMode border, Axes stride, Axes dil = {},
+                   bool flip = false, std::int64_t groups = 1) {
+  ConvCase c;
+  c.name = name;
+  c.params.ndim = static_cast<int>(x.size()) - 2;
+  c.params.border = std::move(border);
+  c.params.stride = std::move(stride);
+  c.params.dilation = std::move(dil);
+  c.params.filter_flip = flip;
+  c.params.groups = groups;
+  c.x_shape = std::move(x);
+  c.w_shape = std::move(w);
+  return c;
+}
+
+using Pairs = std::vector<std::pair<std::int64_t, std::int64_t>>;
+
+/// Channel counts chosen so every level sees full and partial channel blocks (16-lane
+/// vectors at AVX-512 in blocks of 64, 8 in 16 at AVX2, 4 in 8 below) and pixel counts that
+/// leave short tiles.
+std::vector<ConvCase> kvec_cases() {
+  return {
+      make_case("stem-like 7x7 s2", {2, 3, 19, 21}, {20, 3, 7, 7}, 3, {2, 2}),
+      make_case("alexnet-like 11x11 s4", {1, 3, 27, 31}, {33, 3, 11, 11}, "valid", {4, 4}),
+      make_case("7x7 images, many channels", {3, 40, 7, 7}, {70, 40, 3, 3}, 1, {1, 1}, {}, true),
+      make_case("3-D 3x3x3", {2, 17, 4, 5, 6}, {18, 17, 3, 3, 3}, 1, {1, 1, 1}),
+      make_case("3-D C=3 strided", {1, 3, 5, 9, 10}, {16, 3, 3, 3, 3}, 1, {2, 1, 2}, {}, true),
+      make_case("dilated 3x3", {2, 16, 11, 12}, {16, 16, 3, 3}, 2, {1, 1}, {2, 2}),
+      make_case("1-D full s3", {2, 5, 40}, {24, 5, 5}, "full", {3}, {}, true),
+      make_case("grouped", {1, 32, 6, 9}, {48, 16, 3, 3}, "half", {1, 1}, {}, true, 2),
+      make_case("asymmetric pads", {2, 16, 8, 9}, {17, 16, 3, 2}, Pairs{{2, 0}, {0, 3}}, {1, 1}, {1, 2}),
+      make_case("pad wider than the kernel", {1, 16, 9}, {16, 16, 3}, 5, {1}),
+  };
+}
+
+std::vector<CpuIsa> supported_levels() {
+  std::vector<CpuIsa> out;
+  for (CpuIsa isa : {CpuIsa::baseline, CpuIsa::avx2, CpuIsa::avx512})
+    if (cpu_isa_supported(isa)) out.push_back(isa);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("direct: the channel-vectorised path matches the reference at every level",
+          "[backends][conv][cpu][direct][isa]") {
+  const auto direct = make_cpu_direct_algorithm();
+  ThreadPool pool(2);
+  long kvec_runs = 0;
+  std::uint64_t seed = 21;
+  for (const ConvCase& c : kvec_cases())
+    for (ConvDirection dir : kAllDirections) {
+      const ConvProblem p64 = c.problem(dir, DType::float64);
+      const ConvOperands ops = make_operands(p64, seed++);
+      const std::vector<double> ref = reference_output(p64, ops);
+      const double scale = std::max(1.0, max_abs(ref));
+      const ConvProblem p = c.problem(dir, DType::float32);
+      // The path's workspace shows it is taken: forward and grad weights always here (every
+      // case has K >= 16), grad inputs at stride 1 unless the padding is wider than the kernel.
+      const bool stride1 = std::all_of(p.stride.begin(), p.stride.begin() + p.ndim, [](auto s) { return s == 1; });
+      const bool kvec = dir != ConvDirection::grad_inputs ||
+                        (dir == ConvDirection::grad_inputs && stride1 && c.name != "pad wider than the kernel");
+      INFO(c.name << " " << p.key());
+      CHECK((direct->workspace_bytes(p) > 0) == kvec);
+      for (CpuIsa isa : supported_levels()) {
+        ScopedCpuIsa scope(isa);
+        INFO("level " << cpu_isa_name(isa));
+        const ConvRun run = run_cpu_conv(*direct, p, ops, &pool);
+        CHECK(run.inputs_intact);
+        CHECK(max_abs_diff(run.out, ref) / scale <= 1e-4);
+        if (kvec) ++kvec_runs;
+      }
+    }
+  CHECK(kvec_runs >= 25);
+}
+
+TEST_CASE("direct: the channel-vectorised path is exact on integers and independent of threads",
+          "[backends][conv][cpu][direct]") {
+  const auto direct = make_cpu_direct_algorithm();
+  ThreadPool pool(2);
+  for (const ConvCase& c : kvec_cases())
+    for (ConvDirection dir : kAllDirections) {
+      const ConvProblem p = c.problem(dir, DType::float32);
+      const ConvOperands ops = make_operands(p, 5, /*integers=*/true);
+      INFO(c.name << " " << p.key());
+      const ConvRun threaded = run_cpu_conv(*direct, p, ops, &pool);
+      CHECK(max_abs_diff(threaded.out, reference_output(c.problem(dir, DType::float64), ops)) == 0.0);
+      CHECK(max_abs_diff(threaded.out, run_cpu_conv(*direct, p, ops, nullptr).out) == 0.0);
+    }
+}
+
+TEST_CASE("direct: the channel-vectorised path applies the fused epilogue", "[backends][conv][cpu][direct]") {
+  const auto direct = make_cpu_direct_algorithm();
+  ThreadPool pool(2);
+  // Three images of 7x7 share tiles, so the epilogue's runs stop at image boundaries.
+  const ConvCase c = make_case("epilogue", {3, 8, 7, 7}, {20, 8, 3, 3}, 1, {1, 1});
+  const ConvProblem p = c.problem(ConvDirection::forward, DType::float32);
+  REQUIRE(direct->workspace_bytes(p) > 0);
+  const ConvOperands ops = make_operands(p, 77);
+  const std::vector<double> ref = reference_output(c.problem(ConvDirection::forward, DType::float64), ops);
+  const std::vector<double> bias = random_values(20, 78), residual = random_values(ref.size(), 79);
+  std::vector<float> x = to_float(ops.x), w = to_float(ops.w), y(ref.size(), NAN);
+  const std::vector<float> b = to_float(bias), r = to_float(residual);
+  std::vector<float> ws(direct->workspace_bytes(p) / sizeof(float) + 16);
+  ConvTensors t{x.data(), w.data(), y.data(), {b.data(), r.data(), ConvActivation::relu}};
+  ConvContext ctx;
+  ctx.pool = &pool;
+  ctx.workspace = ws.data();
+  ctx.workspace_bytes = ws.size() * sizeof(float);
+  direct->run(p, t, ctx);
+  const std::int64_t plane = 7 * 7;
+  double err = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double want = std::max(0.0, ref[i] + bias[(i / plane) % 20] + residual[i]);
+    err = std::max(err, std::abs(static_cast<double>(y[i]) - want));
+  }
+  CHECK(err < 1e-4);
+}
+
+TEST_CASE("direct: the channel-vectorised path's workspace contract", "[backends][conv][cpu][direct]") {
+  const auto direct = make_cpu_direct_algorithm();
+  const ConvCase c = kvec_cases().front();
+  ConvProblem p = c.problem(ConvDirection::forward, DType::float32);
+  const std::size_t need = direct->workspace_bytes(p);
+  REQUIRE(need > 0);
+  const ConvOperands ops = make_operands(p, 3);
+  // Too small a workspace is a MemoryError naming the sizes.
+  CHECK_THROWS_AS(run_cpu_conv(*direct, p, ops, nullptr, need - 1), MemoryError);
+  CHECK_THROWS_WITH(run_cpu_conv(*direct, p, ops, nullptr, need - 1),
+                    Catch::Contains("cpu.direct") && Catch::Contains(std::to_string(need)));
+  // Under a workspace limit it needs none and still computes the right answer.
+  p.workspace_limit = need - 1;
+  CHECK(direct->workspace_bytes(p) == 0);
+  const std::vector<double> ref = reference_output(c.problem(ConvDirection::forward, DType::float64), ops);
+  CHECK(max_abs_diff(run_cpu_conv(*direct, p, ops, nullptr).out, ref) / std::max(1.0, max_abs(ref)) <= 1e-4);
+  // Float64 and float32 with float64 accumulation keep the row engine (no workspace).
+  p.workspace_limit = SIZE_MAX;
+  p.compute = DType::float64;
+  CHECK(direct->workspace_bytes(p) == 0);
+}
