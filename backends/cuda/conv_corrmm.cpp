@@ -15,7 +15,7 @@ namespace convgraph::cuda {
 
 namespace {
 
-constexpr const char* kName = "cuda.corrmm";
+constexpr const char* kCorrmmName = "cuda.corrmm";
 
 // cuBLAS's strided-batched GEMM for float and double under one name.
 cublasStatus_t cublas_gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
@@ -51,17 +51,17 @@ void run_corrmm(const ConvProblem& p, const ConvTensors& t, T* col, cudaStream_t
 
 class CorrMM final : public ConvAlgorithm {
  public:
-  std::string name() const override { return kName; }
+  std::string name() const override { return kCorrmmName; }
   DeviceKind device() const override { return DeviceKind::cuda; }
   std::vector<std::string> tags() const override { return {"conv_gemm", "fast_run", "fast_compile"}; }
 
   Status applicable(const ConvProblem& p) const override {
-    if (!cuda_info().available) return Status::no(msg(kName, ": no usable GPU: ", cuda_info().reason));
+    if (!cuda_info().available) return Status::no(msg(kCorrmmName, ": no usable GPU: ", cuda_info().reason));
     if (Status s = corrmm_static_check(p); !s) return s;
-    if (std::string why; !own_kernels_loadable(&why)) return Status::no(msg(kName, ": ", why));
+    if (std::string why; !own_kernels_loadable(&why)) return Status::no(msg(kCorrmmName, ": ", why));
     const std::size_t ws = corrmm_workspace_bytes(p);
     if (ws > p.workspace_limit)
-      return Status::no(msg(kName, ": needs ", ws, " bytes of workspace (one sample's columns), the limit is ",
+      return Status::no(msg(kCorrmmName, ": needs ", ws, " bytes of workspace (one sample's columns), the limit is ",
                             p.workspace_limit));
     return Status::ok();
   }
@@ -69,9 +69,9 @@ class CorrMM final : public ConvAlgorithm {
   std::size_t workspace_bytes(const ConvProblem& p) const override { return corrmm_workspace_bytes(p); }
 
   void run(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) const override {
-    require_gpu(kName);
+    require_gpu(kCorrmmName);
     if (Status s = corrmm_static_check(p); !s) throw ValueError(msg("cannot run ", p.key(), ": ", s.reason()));
-    check_workspace(kName, ctx, corrmm_workspace_bytes(p));
+    check_workspace(kCorrmmName, ctx, corrmm_workspace_bytes(p));
     const cudaStream_t stream = as_stream(ctx.stream);
     if (p.dtype == DType::float64)
       run_corrmm<double>(p, t, static_cast<double*>(ctx.workspace), stream);

@@ -28,7 +28,7 @@ namespace convgraph::cuda {
 
 namespace {
 
-constexpr const char* kName = "cuda.fft";
+constexpr const char* kFftName = "cuda.fft";
 
 /// Three cuFFT plans for one problem: R2C for the two inputs' families, C2R for the
 /// output's. They share one caller-provided work area (auto-allocation is off).
@@ -117,20 +117,20 @@ struct GpuFftOps {
 
 class CudaFft final : public ConvAlgorithm {
  public:
-  std::string name() const override { return kName; }
+  std::string name() const override { return kFftName; }
   DeviceKind device() const override { return DeviceKind::cuda; }
   std::vector<std::string> tags() const override { return {"conv_fft"}; }
 
   Status applicable(const ConvProblem& p) const override {
-    if (!cuda_info().available) return Status::no(msg(kName, ": no usable GPU: ", cuda_info().reason));
+    if (!cuda_info().available) return Status::no(msg(kFftName, ": no usable GPU: ", cuda_info().reason));
     if (Status s = fft_static_check(p); !s) return s;
-    if (std::string why; !own_kernels_loadable(&why)) return Status::no(msg(kName, ": ", why));
+    if (std::string why; !own_kernels_loadable(&why)) return Status::no(msg(kFftName, ": ", why));
     try {
       const std::size_t ws = workspace_bytes(p);
       if (ws > p.workspace_limit)
-        return Status::no(msg(kName, ": needs ", ws, " bytes of workspace, the limit is ", p.workspace_limit));
+        return Status::no(msg(kFftName, ": needs ", ws, " bytes of workspace, the limit is ", p.workspace_limit));
     } catch (const Error& e) {
-      return Status::no(msg(kName, ": ", e.what()));
+      return Status::no(msg(kFftName, ": ", e.what()));
     }
     return Status::ok();
   }
@@ -142,11 +142,11 @@ class CudaFft final : public ConvAlgorithm {
   }
 
   void run(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) const override {
-    require_gpu(kName);
+    require_gpu(kFftName);
     if (Status s = fft_static_check(p); !s) throw ValueError(msg("cannot run ", p.key(), ": ", s.reason()));
     const FftGeometry g = fft_geometry(p);
     const std::shared_ptr<FftPlans> plans = plans_for(p, g);
-    check_workspace(kName, ctx, g.buffer_bytes() + plans->work_bytes);
+    check_workspace(kFftName, ctx, g.buffer_bytes() + plans->work_bytes);
     const cudaStream_t stream = as_stream(ctx.stream);
     const FftBuffers b = fft_carve(p, g, ctx.workspace);
     std::lock_guard lock(plans->mu);  // a plan's stream and work area are per-plan state
