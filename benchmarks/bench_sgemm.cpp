@@ -1,5 +1,6 @@
-// bench_sgemm: convgraph's sgemm against Eigen (and oneDNN's dnnl_sgemm when built with
-// it) on the GEMM shapes that im2col turns the standard conv layers into.
+// bench_sgemm: convgraph's sgemm against Eigen (and oneDNN's dnnl_sgemm and OpenBLAS's
+// cblas_sgemm when built with them) on the GEMM shapes that im2col turns the standard conv
+// layers into ("--filter layer": every layer of benchmarks/layers.txt, each direction).
 //
 //   bench_sgemm [--threads 1,2] [--samples N] [--filter substring] [--isa avx512|avx2|baseline]
 //               [--wall] [--version]     (--opt=value works too)
@@ -41,6 +42,10 @@
 #endif
 #if CONVGRAPH_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
+#endif
+#if CONVGRAPH_HAVE_OPENBLAS
+#include <cblas.h>
+extern "C" void openblas_set_num_threads(int);  // OpenBLAS's own; not in every cblas.h
 #endif
 
 namespace {
@@ -100,6 +105,45 @@ const Shape kShapes[] = {
     {"call resnet_3x3_7 gradw", false, true, 64, 256, 49, true},
     {"call vgg_3x3_56 gradw", false, true, 64, 256, 224, true},
     {"call resnet_1x1_56 gradw", false, true, 64, 64, 3136, true},
+    // Every standard layer (benchmarks/layers.txt; depthwise_3x3 is no GEMM), per direction,
+    // as one image's GEMM (forward, grad inputs: the whole column matrix) and the whole
+    // batch's grad-weights GEMM (K = N x output positions; cpu.corrmm's batch-reduce GEMM).
+    {"layer resnet_stem fwd", false, false, 64, 12544, 147},
+    {"layer resnet_stem gradin", true, false, 147, 12544, 64},
+    {"layer resnet_stem gradw", false, true, 64, 147, 100352},
+    {"layer resnet_1x1_56 fwd", false, false, 256, 3136, 64},
+    {"layer resnet_1x1_56 gradin", true, false, 64, 3136, 256},
+    {"layer resnet_1x1_56 gradw", false, true, 256, 64, 25088},
+    {"layer resnet_3x3_56 fwd", false, false, 64, 3136, 576},
+    {"layer resnet_3x3_56 gradin", true, false, 576, 3136, 64},
+    {"layer resnet_3x3_56 gradw", false, true, 64, 576, 25088},
+    {"layer resnet_3x3_28 fwd", false, false, 128, 784, 1152},
+    {"layer resnet_3x3_28 gradin", true, false, 1152, 784, 128},
+    {"layer resnet_3x3_28 gradw", false, true, 128, 1152, 6272},
+    {"layer resnet_3x3_14 fwd", false, false, 256, 196, 2304},
+    {"layer resnet_3x3_14 gradin", true, false, 2304, 196, 256},
+    {"layer resnet_3x3_14 gradw", false, true, 256, 2304, 1568},
+    {"layer resnet_3x3_7 fwd", false, false, 512, 49, 4608},
+    {"layer resnet_3x3_7 gradin", true, false, 4608, 49, 512},
+    {"layer resnet_3x3_7 gradw", false, true, 512, 4608, 392},
+    {"layer vgg_3x3_112 fwd", false, false, 128, 12544, 576},
+    {"layer vgg_3x3_112 gradin", true, false, 576, 12544, 128},
+    {"layer vgg_3x3_112 gradw", false, true, 128, 576, 50176},
+    {"layer vgg_3x3_56 fwd", false, false, 256, 3136, 2304},
+    {"layer vgg_3x3_56 gradin", true, false, 2304, 3136, 256},
+    {"layer vgg_3x3_56 gradw", false, true, 256, 2304, 12544},
+    {"layer alexnet_conv1 fwd", false, false, 96, 3025, 363},
+    {"layer alexnet_conv1 gradin", true, false, 363, 3025, 96},
+    {"layer alexnet_conv1 gradw", false, true, 96, 363, 24200},
+    {"layer dilated_3x3 fwd", false, false, 64, 3136, 576},
+    {"layer dilated_3x3 gradin", true, false, 576, 3136, 64},
+    {"layer dilated_3x3 gradw", false, true, 64, 576, 12544},
+    {"layer c3d_conv2 fwd", false, false, 128, 50176, 1728},
+    {"layer c3d_conv2 gradin", true, false, 1728, 50176, 128},
+    {"layer c3d_conv2 gradw", false, true, 128, 1728, 100352},
+    {"layer c3d_conv1 fwd", false, false, 64, 200704, 81},
+    {"layer c3d_conv1 gradin", true, false, 81, 200704, 64},
+    {"layer c3d_conv1 gradw", false, true, 64, 81, 401408},
 };
 
 // FMA throughput of one thread: 12 independent accumulator chains (enough to cover the
@@ -213,16 +257,20 @@ int main(int argc, char** argv) {
 
   const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   const bool has_avx512 = __builtin_cpu_supports("avx512f");
-  for (int t : thread_counts)
-    std::printf("FMA peak check, %d thread(s): AVX2 %.1f GFLOP/s, AVX-512 %.1f GFLOP/s\n", t,
-                has_avx2 ? fma_peak(t, fma_loop_avx2) : 0.0,
-                has_avx512 ? fma_peak(t, fma_loop_avx512) : 0.0);
+  std::vector<double> peaks;  // per thread count: the better of the two measured peaks
+  for (int t : thread_counts) {
+    const double p2 = has_avx2 ? fma_peak(t, fma_loop_avx2) : 0.0;
+    const double p512 = has_avx512 ? fma_peak(t, fma_loop_avx512) : 0.0;
+    std::printf("FMA peak check, %d thread(s): AVX2 %.1f GFLOP/s, AVX-512 %.1f GFLOP/s\n", t, p2, p512);
+    peaks.push_back(std::max(p2, p512));
+  }
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
   std::printf("convgraph sgemm kernels: %s; OMP_WAIT_POLICY=%s; 1-thread rows in %s time\n\n",
               cpu_isa_name(isa), wait_policy ? wait_policy : "(unset)",
               wall ? "wall" : "thread CPU");
-  std::printf("%-24s %5s %5s %5s %2s | %9s %9s %9s | %s\n", "shape", "M", "N", "K", "T",
-              "convgraph", "Eigen", "oneDNN", "GFLOP/s medians; ratios cg/Eigen cg/oneDNN");
+  std::printf("%-28s %5s %6s %6s %2s | %9s %9s %9s %9s | %5s %5s %5s | %s\n", "shape", "M", "N", "K", "T",
+              "convgraph", "Eigen", "oneDNN", "OpenBLAS", "cg%", "dnn%", "obl%",
+              "GFLOP/s medians; % of the measured peak; ratios cg/Eigen cg/oneDNN cg/OpenBLAS");
 
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
@@ -235,7 +283,8 @@ int main(int argc, char** argv) {
     for (float& x : B) x = dist(rng);
     const double flop = 2.0 * static_cast<double>(s.M) * static_cast<double>(s.N) * static_cast<double>(s.K);
 
-    for (int threads : thread_counts) {
+    for (std::size_t ti = 0; ti < thread_counts.size(); ++ti) {
+      const int threads = thread_counts[ti];
       if (s.one_thread && threads != 1) continue;
       ThreadPool pool(threads);
       ThreadPool* pp = threads > 1 ? &pool : nullptr;
@@ -264,6 +313,15 @@ int main(int argc, char** argv) {
                                     B.data(), ldb, 0.0f, C.data(), ldc);
                        }, {}});
 #endif
+#if CONVGRAPH_HAVE_OPENBLAS
+      openblas_set_num_threads(threads);
+      impls.push_back({"OpenBLAS", [&] {
+                         cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans,
+                                     static_cast<int>(s.M), static_cast<int>(s.N), static_cast<int>(s.K), 1.0f,
+                                     A.data(), static_cast<int>(lda), B.data(), static_cast<int>(ldb), 0.0f, C.data(),
+                                     static_cast<int>(ldc));
+                       }, {}});
+#endif
       // Iterations per sample: about 10 ms of the first implementation, after a warm-up.
       const bool cpu_clock = threads == 1 && !wall;
       for (auto& im : impls) im.run();
@@ -278,11 +336,17 @@ int main(int argc, char** argv) {
           im.seconds.push_back((now_seconds(cpu_clock) - a) / iters);
         }
       }
-      double g[3] = {0, 0, 0};
-      for (std::size_t i = 0; i < impls.size(); ++i) g[i] = flop / median(impls[i].seconds) / 1e9;
-      std::printf("%-24s %5lld %5lld %5lld %2d | %9.1f %9.1f %9.1f | %5.2f %5.2f\n", s.name,
-                  static_cast<long long>(s.M), static_cast<long long>(s.N), static_cast<long long>(s.K),
-                  threads, g[0], g[1], g[2], g[0] / g[1], g[2] > 0 ? g[0] / g[2] : 0.0);
+      double g[4] = {0, 0, 0, 0};  // convgraph, Eigen, oneDNN, OpenBLAS (0: not built)
+      const char* const columns[4] = {"convgraph", "Eigen", "oneDNN", "OpenBLAS"};
+      for (const Impl& im : impls)
+        for (int c = 0; c < 4; ++c)
+          if (im.name == columns[c]) g[c] = flop / median(im.seconds) / 1e9;
+      const double peak = peaks[ti];
+      auto ratio = [&](double other) { return other > 0 ? g[0] / other : 0.0; };
+      std::printf("%-28s %5lld %6lld %6lld %2d | %9.1f %9.1f %9.1f %9.1f | %5.0f %5.0f %5.0f | %5.2f %5.2f %5.2f\n",
+                  s.name, static_cast<long long>(s.M), static_cast<long long>(s.N), static_cast<long long>(s.K),
+                  threads, g[0], g[1], g[2], g[3], 100 * g[0] / peak, 100 * g[2] / peak, 100 * g[3] / peak,
+                  ratio(g[1]), ratio(g[2]), ratio(g[3]));
       std::fflush(stdout);
     }
   }

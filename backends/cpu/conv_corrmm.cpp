@@ -1,12 +1,19 @@
 // "cpu.corrmm": im2col + GEMM (Theano's CorrMM and Corr3dMM in one N-d code path).
 //
-// Per group g (W_g = filters of g as a Kg x Cg*KS matrix, col = im2col of g's channels):
+// float32 (FusedRunner) never materialises the column matrix: the GEMM packs its B panels
+// straight from the image (im2col_pack; sgemm.hpp PanelSource), grad weights is one
+// batch-reduce GEMM over all images (split into a few partial sums when dW is too narrow
+// to keep the threads busy), and grad inputs scatters each small column tile (col2im)
+// while it is still in L2. float64 (Runner, Eigen's GEMM) works through a column buffer:
+//
+// Per group g (W_g = filters of g as a Kg x Cg*KS matrix, col = im2col of g's channels),
+// in both:
 //   forward        Y_g(:, P)  = W_g   * col(:, P)
 //   grad inputs    col(:, P)  = W_g^T * dY_g(:, P), then col2im adds col into dX
 //   grad weights   dW_g      += dY_g(:, P) * col(:, P)^T   over every image and position
 // Filter flip lives in the im2col row order (im2col.hpp), so the stored filter is used as is.
 //
-// Work is cut into segments: one image and a range of its output positions. The column
+// float64: work is cut into segments: one image and a range of its output positions. The column
 // buffer (the workspace) holds the columns of a chunk of consecutive segments for every
 // group; chunks are sized so workspace_bytes(p) <= p.workspace_limit. Within a chunk the
 // (segment, group) pairs run in parallel; grad inputs then scatters per (image, channel)
@@ -16,11 +23,14 @@
 #include <algorithm>
 #include <functional>
 #include <limits>
+#include <type_traits>
+#include <vector>
 
 #include "backends/cpu/conv_epilogue.hpp"
 #include "backends/cpu/conv_geometry.hpp"
 #include "backends/cpu/gemm.hpp"
 #include "backends/cpu/im2col.hpp"
+#include "backends/cpu/sgemm.hpp"
 #include "convgraph/backends/cpu/algorithms.hpp"
 #include "core/checked_math.hpp"
 
@@ -38,8 +48,16 @@ constexpr i64 kMinSegment = 32;
 constexpr i64 kWgradRows = 64;
 constexpr i64 kWgradCols = 256;
 
+/// float32 grad weights: at most this many partial sums over the batch (a shape-only
+/// choice, so the result does not depend on the thread count) ...
+constexpr i64 kWgradParts = 4;
+/// ... used when dW has fewer columns than this: fewer would leave the GEMM too few
+/// column tiles to share among the threads without packing B once per row tile.
+constexpr i64 kWgradNarrow = 512;
+
 struct Plan {
   ConvGeometry g;
+  i64 wparts = 1;        ///< float32 grad weights: partial sums over the batch
   bool pointwise = false;
   i64 rows = 0;          ///< column-matrix rows of all groups: C * KS
   i64 seg_len = 0;       ///< output positions per segment (the last one of an image may be shorter)
@@ -66,6 +84,16 @@ Plan make_plan(const ConvProblem& p) {
   pl.pointwise = g.is_pointwise();
   pl.rows = g.C * g.ker_numel;
   const i64 P = g.out_numel;
+  if (p.dtype == DType::float32) {
+    // No column buffer (FusedRunner). Only grad weights keeps partial sums, and only as
+    // many as the limit allows.
+    const i64 dw_bytes = g.K * g.Cg * g.ker_numel * 4;
+    const i64 limit = static_cast<i64>(std::min<std::size_t>(p.workspace_limit, std::size_t{1} << 62));
+    if (p.direction == ConvDirection::grad_weights && g.Cg * g.ker_numel < kWgradNarrow)
+      pl.wparts = std::max<i64>(1, std::min({1 + limit / std::max<i64>(dw_bytes, 1), g.N, kWgradParts}));
+    pl.workspace = static_cast<std::size_t>((pl.wparts - 1) * dw_bytes);
+    return pl;
+  }
   const i64 row_bytes = pl.rows * static_cast<i64>(pl.elem);  // column bytes per position
   const i64 limit = static_cast<i64>(std::min<std::size_t>(p.workspace_limit, std::size_t{1} << 62));
   const i64 min_len = std::min(P, kMinSegment);
@@ -237,6 +265,173 @@ class Runner {
   i64 KS_, P_;
 };
 
+/// float32 without a column buffer (see the top of the file).
+class FusedRunner {
+ public:
+  FusedRunner(const Plan& pl, const ConvTensors& t, const ConvContext& ctx)
+      : pl_(pl), g_(pl.g), x_(static_cast<float*>(t.x)), w_(static_cast<float*>(t.w)),
+        y_(static_cast<float*>(t.y)), epilogue_(t.epilogue), ctx_(ctx), KS_(g_.ker_numel),
+        P_(g_.out_numel), rows_(g_.Cg * KS_) {}
+
+  // Y_g(n) = W_g * im2col(x_g(n)), one GEMM per image and group, the epilogue per C tile.
+  void forward() {
+    each(g_.N * g_.G, 2, [&](i64 i, ThreadPool* pool) {
+      const i64 n = i / g_.G, grp = i % g_.G;
+      const Source src{&g_, image(n, grp), 0};
+      const PanelSource ps{&Source::pack_rows, &src};
+      float* y = y_ + (n * g_.K + grp * g_.Kg) * P_;
+      const Tile tile{this, y, (n * g_.K + grp * g_.Kg) * P_, grp * g_.Kg};
+      const TileHook hook{&Tile::epilogue, &tile};
+      SgemmExt ext;
+      ext.b_source = pl_.pointwise ? nullptr : &ps;
+      ext.tile_done = epilogue_.empty() ? nullptr : &hook;
+      sgemm_ex(false, false, g_.Kg, P_, rows_, 1.0f, w_ + grp * g_.Kg * rows_, rows_, image(n, grp), P_,
+               0.0f, y, P_, ext, pool);
+    });
+  }
+
+  // dW_g = sum over images of dY_g(n) * im2col(x_g(n))^T: one batch-reduce GEMM per group
+  // (per partial sum when wparts > 1: images split into wparts ranges, added up at the end).
+  void grad_weights() {
+    const i64 dw = g_.Kg * rows_, parts = pl_.wparts;
+    if (g_.N == 0) {
+      std::fill(w_, w_ + g_.G * dw, 0.0f);
+      return;
+    }
+    float* partial = static_cast<float*>(ctx_.workspace);
+    // Partial sums are worth a thread each (they exist to keep the threads busy).
+    each(g_.G * parts, parts > 1 ? 1 : 2, [&](i64 i, ThreadPool* pool) {
+      const i64 grp = i / parts, part = i % parts;
+      const i64 n0 = g_.N * part / parts, n1 = g_.N * (part + 1) / parts;
+      const Source src{&g_, image(n0, grp), g_.C * g_.in_numel};
+      const PanelSource ps{&Source::pack_positions, &src};
+      SgemmExt ext;
+      ext.batch = n1 - n0;
+      ext.a_stride = g_.K * P_;
+      ext.b_stride = g_.C * g_.in_numel;
+      ext.b_source = pl_.pointwise ? nullptr : &ps;
+      float* dst = part == 0 ? w_ + grp * dw : partial + ((part - 1) * g_.G + grp) * dw;
+      sgemm_ex(false, true, g_.Kg, rows_, P_, 1.0f, y_ + (n0 * g_.K + grp * g_.Kg) * P_, P_, image(n0, grp),
+               P_, 0.0f, dst, rows_, ext, pool);
+    });
+    if (parts == 1) return;
+    const i64 total = g_.G * dw;
+    constexpr i64 kBlock = 4096;
+    parallel_over(ctx_, (total + kBlock - 1) / kBlock, [&](i64 b, i64 e) {
+      for (i64 part = 1; part < parts; ++part) {  // in order: a fixed sum order
+        const float* src = partial + (part - 1) * total;
+        for (i64 j = b * kBlock; j < std::min(total, e * kBlock); ++j) w_[j] += src[j];
+      }
+    });
+  }
+
+  // dX_g(n) = col2im(W_g^T * dY_g(n)), a tile of positions at a time into a per-thread
+  // buffer that the scatter reads while it is in L2. A task owns a block of input channels
+  // of one image, so no two tasks add into the same plane.
+  void grad_inputs() {
+    if (g_.N == 0) return;
+    if (pl_.pointwise) {  // dX_g = W_g^T * dY_g: the GEMM writes dX directly
+      each(g_.N * g_.G, 2, [&](i64 i, ThreadPool* pool) {
+        const i64 n = i / g_.G, grp = i % g_.G;
+        sgemm(true, false, g_.Cg, P_, g_.Kg, 1.0f, w_ + grp * g_.Kg * g_.Cg, g_.Cg,
+              y_ + (n * g_.K + grp * g_.Kg) * P_, P_, 0.0f, x_ + (n * g_.C + grp * g_.Cg) * P_, P_, pool);
+      });
+      return;
+    }
+    // Channel blocks and tiles sized so a tile's columns (cb*KS rows x S) fill half of L2,
+    // preferring 256 positions (each packed weight then serves 512 flops). S fixes the
+    // order of the adds into dX, so it depends on the shape only; more channel blocks
+    // (for more tasks than threads) do not change it.
+    const i64 half_l2 = cpu_cache_sizes().l2 / 2;
+    const i64 cb_max = std::clamp<i64>(half_l2 / (4 * KS_ * 256), 1, g_.Cg);
+    const i64 S = std::clamp<i64>(half_l2 / (4 * cb_max * KS_) / 32 * 32, 64, 4096);
+    const i64 threads = ctx_.pool != nullptr ? ctx_.pool->size() : 1;
+    const i64 nblocks = std::max(ceil_div(g_.Cg, cb_max), std::min(g_.Cg, ceil_div(4 * threads, g_.N * g_.G)));
+    const i64 cb = ceil_div(g_.Cg, nblocks);
+    parallel_over(ctx_, g_.N * g_.G * nblocks, [&](i64 b, i64 e) {
+      for (i64 i = b; i < e; ++i) {
+        const i64 blk = i % nblocks, grp = i / nblocks % g_.G, n = i / nblocks / g_.G;
+        if (blk * cb < g_.Cg) grad_inputs_block(n, grp, blk * cb, std::min(cb, g_.Cg - blk * cb), S);
+      }
+    });
+  }
+
+ private:
+  /// Channels c0..c0+nc of group grp of image n: dX = 0, then tile after tile of S
+  /// positions, columns = W^T * dY into the thread's buffer, scattered right away.
+  void grad_inputs_block(i64 n, i64 grp, i64 c0, i64 nc, i64 S) {
+    float* dx = x_ + (n * g_.C + grp * g_.Cg + c0) * g_.in_numel;
+    std::fill(dx, dx + nc * g_.in_numel, 0.0f);
+    float* col = tile_buffer(nc * KS_ * S);
+    for (i64 p0 = 0; p0 < P_; p0 += S) {
+      const i64 np = std::min(S, P_ - p0);
+      sgemm(true, false, nc * KS_, np, g_.Kg, 1.0f, w_ + grp * g_.Kg * rows_ + c0 * KS_, rows_,
+            y_ + (n * g_.K + grp * g_.Kg) * P_ + p0, P_, 0.0f, col, np, nullptr);
+      col2im_add(g_, col, nc, p0, p0 + np, dx);
+    }
+  }
+
+  /// The panel source: the image planes of one group (x), `stride` floats per batch element.
+  struct Source {
+    const ConvGeometry* g;
+    const float* x;
+    i64 stride;
+    static void pack_rows(const void* ctx, i64 b, i64 k0, i64 kc, i64 j0, i64 n, int nr, float* dst) {
+      const auto* s = static_cast<const Source*>(ctx);
+      im2col_pack(*s->g, s->x + b * s->stride, k0, kc, j0, n, nr, dst);
+    }
+    static void pack_positions(const void* ctx, i64 b, i64 k0, i64 kc, i64 j0, i64 n, int nr, float* dst) {
+      const auto* s = static_cast<const Source*>(ctx);
+      im2col_pack_t(*s->g, s->x + b * s->stride, k0, kc, j0, n, nr, dst);
+    }
+  };
+  /// The forward epilogue on a finished C tile: y holds output channels k0.. of one image.
+  struct Tile {
+    const FusedRunner* r;
+    float* y;
+    i64 offset, k0;
+    static void epilogue(const void* ctx, i64 i0, i64 i1, i64 j0, i64 j1) {
+      const auto* t = static_cast<const Tile*>(ctx);
+      const i64 P = t->r->P_;
+      for (i64 i = i0; i < i1; ++i)
+        CONVGRAPH_ISA_CALL(conv_epilogue, t->r->epilogue_, DType::float32, t->y + i * P + j0,
+                           t->offset + i * P + j0, t->k0 + i, j1 - j0);
+    }
+  };
+
+  const float* image(i64 n, i64 grp) const { return x_ + (n * g_.C + grp * g_.Cg) * g_.in_numel; }
+
+  /// fn(task, pool) for every task: whole tasks per thread when there are at least
+  /// `per_thread` per thread (enough to balance), else one task after another with the
+  /// pool inside the GEMM.
+  template <class Fn>
+  void each(i64 tasks, i64 per_thread, Fn&& fn) {
+    const i64 threads = ctx_.pool != nullptr ? ctx_.pool->size() : 1;
+    if (threads > 1 && tasks >= per_thread * threads) {
+      parallel_over(ctx_, tasks, [&](i64 b, i64 e) {
+        for (i64 i = b; i < e; ++i) fn(i, nullptr);
+      });
+    } else {
+      for (i64 i = 0; i < tasks; ++i) fn(i, ctx_.pool);
+    }
+  }
+
+  static float* tile_buffer(i64 floats) {
+    thread_local std::vector<float> buf;
+    if (static_cast<i64>(buf.size()) < floats) buf.resize(static_cast<std::size_t>(floats));
+    return buf.data();
+  }
+
+  const Plan& pl_;
+  const ConvGeometry& g_;
+  float* x_;
+  float* w_;
+  float* y_;
+  ConvEpilogue epilogue_;  // forward only
+  const ConvContext& ctx_;
+  i64 KS_, P_, rows_;
+};
+
 class CorrMMAlgorithm final : public ConvAlgorithm {
  public:
   std::string name() const override { return "cpu.corrmm"; }
@@ -290,14 +485,18 @@ class CorrMMAlgorithm final : public ConvAlgorithm {
   }
 
  private:
-  template <class T>
-  static void dispatch(const Plan& pl, ConvDirection dir, const ConvTensors& t, const ConvContext& ctx) {
-    Runner<T> r(pl, t, ctx);
+  template <class R>
+  static void run_direction(R&& r, ConvDirection dir) {
     switch (dir) {
       case ConvDirection::forward: r.forward(); break;
       case ConvDirection::grad_inputs: r.grad_inputs(); break;
       case ConvDirection::grad_weights: r.grad_weights(); break;
     }
+  }
+  template <class T>
+  static void dispatch(const Plan& pl, ConvDirection dir, const ConvTensors& t, const ConvContext& ctx) {
+    if constexpr (std::is_same_v<T, float>) run_direction(FusedRunner(pl, t, ctx), dir);
+    else run_direction(Runner<T>(pl, t, ctx), dir);
   }
 };
 

@@ -18,6 +18,17 @@ void col2im_add(const ConvGeometry& g, const T* col, i64 channels, i64 p_begin, 
   CONVGRAPH_ISA_CALL(col2im_add<T>, g, col, channels, p_begin, p_end, x);
 }
 
+CONVGRAPH_ISA_DECLARE(void im2col_pack(const ConvGeometry&, const float*, i64, i64, i64, i64, int, float*))
+CONVGRAPH_ISA_DECLARE(void im2col_pack_t(const ConvGeometry&, const float*, i64, i64, i64, i64, int, float*))
+
+void im2col_pack(const ConvGeometry& g, const float* x, i64 r0, i64 kc, i64 p0, i64 n, int nr, float* dst) {
+  CONVGRAPH_ISA_CALL(im2col_pack, g, x, r0, kc, p0, n, nr, dst);
+}
+
+void im2col_pack_t(const ConvGeometry& g, const float* x, i64 p0, i64 kc, i64 r0, i64 n, int nr, float* dst) {
+  CONVGRAPH_ISA_CALL(im2col_pack_t, g, x, p0, kc, r0, n, nr, dst);
+}
+
 template void im2col<float>(const ConvGeometry&, const float*, i64, i64, i64, float*);
 template void im2col<double>(const ConvGeometry&, const double*, i64, i64, i64, double*);
 template void col2im_add<float>(const ConvGeometry&, const float*, i64, i64, i64, float*);

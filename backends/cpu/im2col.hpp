@@ -21,6 +21,13 @@ void im2col(const ConvGeometry& g, const T* x, i64 channels, i64 p_begin, i64 p_
 template <class T>
 void col2im_add(const ConvGeometry& g, const T* col, i64 channels, i64 p_begin, i64 p_end, T* x);
 
+/// im2col straight into a GEMM's packed B panel (sgemm.hpp, PanelSource): rows r0..r0+kc of
+/// the column matrix (depth) by positions p0..p0+n, nr positions per sliver (sliver q at
+/// dst + q*kc*nr, entry (k, j) at [k*nr + j], zeros past n). x as for im2col.
+void im2col_pack(const ConvGeometry& g, const float* x, i64 r0, i64 kc, i64 p0, i64 n, int nr, float* dst);
+/// The transpose, for grad weights: positions p0..p0+kc (depth) by rows r0..r0+n.
+void im2col_pack_t(const ConvGeometry& g, const float* x, i64 p0, i64 kc, i64 r0, i64 n, int nr, float* dst);
+
 // Defined for float and double (im2col.cpp: the active CPU level's kernels/im2col.cpp).
 
 }  // namespace convgraph::cpu

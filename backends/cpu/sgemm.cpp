@@ -8,6 +8,8 @@
 #include <cstring>
 #include <string>
 
+#include <unistd.h>
+
 #include "backends/cpu/sgemm_driver.hpp"
 #include "convgraph/core/error.hpp"
 
@@ -25,7 +27,6 @@ struct ScalarTraits {
   static constexpr int kMR = 4;
   static constexpr int kNR = 16;
   static constexpr std::int64_t kKC = 256;
-  static constexpr std::int64_t kNC = 512;
   static constexpr std::int64_t kABuf = kMR * kKC;
   static constexpr std::int64_t kAPanel = 1;
   static void pack_a(const GemmArgs& g, std::int64_t i0, int m, std::int64_t p0, std::int64_t kc,
@@ -79,7 +80,14 @@ void scale_c(std::int64_t M, std::int64_t N, float beta, float* C, std::int64_t 
 
 void check_args(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K,
                 const float* A, std::int64_t lda, const float* B, std::int64_t ldb, const float* C,
-                std::int64_t ldc) {
+                std::int64_t ldc, const SgemmExt& ext = {}) {
+  if (ext.batch < 0)
+    throw ValueError(msg("sgemm: batch must be non-negative, got batch=", ext.batch));
+  if (ext.b_source != nullptr) {  // no stored B to check
+    tb = false;
+    ldb = std::max<std::int64_t>(ldb, N);
+    B = reinterpret_cast<const float*>(&ext);
+  }
   if (M < 0 || N < 0 || K < 0)
     throw ValueError(msg("sgemm: sizes must be non-negative, got M=", M, " N=", N, " K=", K));
   const std::int64_t a_cols = ta ? M : K, b_cols = tb ? K : N;
@@ -97,7 +105,54 @@ void check_args(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K
                          " K=", K));
 }
 
+// The kernel family of `isa`. A build with one kernel level (CMake
+// CONVGRAPH_CPU_LEVELS=HOST) has only its family; cpu_isa_supported() refuses the others.
+void run_isa(CpuIsa isa, const GemmArgs& g, ThreadPool* pool) {
+#if !defined(CONVGRAPH_ISA_ONLY_LEVEL) || CONVGRAPH_ISA_ONLY_LEVEL == 2
+  if (isa == CpuIsa::avx512) return sgemm_avx512(g, pool);
+#endif
+#if !defined(CONVGRAPH_ISA_ONLY_LEVEL) || CONVGRAPH_ISA_ONLY_LEVEL == 1
+  if (isa == CpuIsa::avx2) return sgemm_avx2(g, pool);
+#endif
+  (void)isa;
+  sgemm_detail::run_sgemm<ScalarTraits>(g, pool);
+}
+
+/// sysconf's answer, or `fallback` when it has none (0 or -1: not reported).
+std::int64_t cache_or(int name, std::int64_t fallback) {
+  const long v = sysconf(name);
+  return v > 0 ? static_cast<std::int64_t>(v) : fallback;
+}
+
 }  // namespace
+
+CacheSizes cpu_cache_sizes() {
+  // Clamped to what current x86 cores have: a strange report (a VM passing nonsense
+  // through) must not make absurd blocks.
+  static const CacheSizes sizes{
+      std::clamp<std::int64_t>(cache_or(_SC_LEVEL1_DCACHE_SIZE, 32 << 10), 16 << 10, 128 << 10),
+      std::clamp<std::int64_t>(cache_or(_SC_LEVEL2_CACHE_SIZE, 1 << 20), 256 << 10, 4 << 20)};
+  return sizes;
+}
+
+void sgemm_ex(bool transA, bool transB, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
+              const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C,
+              std::int64_t ldc, const SgemmExt& ext, ThreadPool* pool) {
+  check_args(transA, transB, M, N, K, A, lda, B, ldb, C, ldc, ext);
+  if (M == 0 || N == 0) return;
+  if (K == 0 || ext.batch == 0 || alpha == 0.0f) {
+    scale_c(M, N, beta, C, ldc);
+    if (ext.tile_done != nullptr) ext.tile_done->fn(ext.tile_done->ctx, 0, M, 0, N);
+    return;
+  }
+  GemmArgs g{transA, transB && ext.b_source == nullptr, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc};
+  g.batch = ext.batch;
+  g.a_stride = ext.a_stride;
+  g.b_stride = ext.b_stride;
+  g.bsrc = ext.b_source;
+  g.hook = ext.tile_done;
+  run_isa(active_cpu_isa(), g, pool);
+}
 
 void sgemm_with_isa(CpuIsa isa, bool transA, bool transB, std::int64_t M, std::int64_t N,
                     std::int64_t K, float alpha, const float* A, std::int64_t lda, const float* B,
@@ -110,16 +165,7 @@ void sgemm_with_isa(CpuIsa isa, bool transA, bool transB, std::int64_t M, std::i
     scale_c(M, N, beta, C, ldc);
     return;
   }
-  const GemmArgs g{transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc};
-  // A build with one kernel level (CMake CONVGRAPH_CPU_LEVELS=HOST) has only its family;
-  // cpu_isa_supported() refused the others above.
-#if !defined(CONVGRAPH_ISA_ONLY_LEVEL) || CONVGRAPH_ISA_ONLY_LEVEL == 2
-  if (isa == CpuIsa::avx512) return sgemm_avx512(g, pool);
-#endif
-#if !defined(CONVGRAPH_ISA_ONLY_LEVEL) || CONVGRAPH_ISA_ONLY_LEVEL == 1
-  if (isa == CpuIsa::avx2) return sgemm_avx2(g, pool);
-#endif
-  sgemm_detail::run_sgemm<ScalarTraits>(g, pool);
+  run_isa(isa, GemmArgs{transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc}, pool);
 }
 
 void sgemm(bool transA, bool transB, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,

@@ -28,6 +28,45 @@ void sgemm(bool transA, bool transB, std::int64_t M, std::int64_t N, std::int64_
            const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C,
            std::int64_t ldc, ThreadPool* pool);
 
+/// op(B) made on the fly instead of read from memory (im2col fused into the packing):
+/// pack(ctx, b, k0, kc, j0, n, nr, dst) writes depth k0..k0+kc, columns j0..j0+n of op(B)
+/// of batch element b as the driver's packed slivers: sliver q (columns j0 + q*nr ...) at
+/// dst + q*kc*nr, its element (k, j) at [k*nr + j], zero for the columns past n.
+struct PanelSource {
+  void (*pack)(const void* ctx, std::int64_t b, std::int64_t k0, std::int64_t kc, std::int64_t j0,
+               std::int64_t n, int nr, float* dst);
+  const void* ctx;
+};
+
+/// fn(ctx, i0, i1, j0, j1): rows [i0, i1) x columns [j0, j1) of C are final. Called once per
+/// tile by the thread that computed it, right after, while the tile is still in cache.
+struct TileHook {
+  void (*fn)(const void* ctx, std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1);
+  const void* ctx;
+};
+
+/// What sgemm_ex adds to sgemm; the defaults make it plain sgemm.
+struct SgemmExt {
+  /// Batch-reduce: C = alpha * sum over b < batch of op(A + b*a_stride) * op(B + b*b_stride)
+  /// + beta * C, one GEMM whose depth runs over the whole batch (grad weights over images).
+  std::int64_t batch = 1, a_stride = 0, b_stride = 0;
+  const PanelSource* b_source = nullptr;  ///< replaces B (B may then be null; transB is ignored)
+  const TileHook* tile_done = nullptr;
+};
+
+/// sgemm with the extensions above, at the active CPU level.
+void sgemm_ex(bool transA, bool transB, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
+              const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C,
+              std::int64_t ldc, const SgemmExt& ext, ThreadPool* pool);
+
+/// The data cache sizes the blocking is derived from, read once at run time (sysconf, which
+/// glibc answers from CPUID leaf 4 on Intel and 0x8000001D on AMD); 32 KiB / 1 MiB when the
+/// system does not say.
+struct CacheSizes {
+  std::int64_t l1d, l2;
+};
+CacheSizes cpu_cache_sizes();
+
 /// Same, with an explicit CPU level (tests and benchmarks); throws ValueError if the CPU
 /// cannot run it.
 void sgemm_with_isa(CpuIsa isa, bool transA, bool transB, std::int64_t M, std::int64_t N,

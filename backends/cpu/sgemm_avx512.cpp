@@ -341,7 +341,6 @@ struct Avx512Traits {
   static constexpr int kMR = convgraph::cpu::kMR;
   static constexpr int kNR = convgraph::cpu::kNR;
   static constexpr std::int64_t kKC = convgraph::cpu::kKC;
-  static constexpr std::int64_t kNC = 512;
   static constexpr std::int64_t kABuf = kMR * kKC;
   static constexpr std::int64_t kAPanel = 8;
   static void pack_a(const GemmArgs& g, std::int64_t i0, int m, std::int64_t p0, std::int64_t kc,

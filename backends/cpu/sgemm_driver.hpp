@@ -4,8 +4,7 @@
 /// traits type that supplies the register block and its target-specific functions:
 ///
 ///   static constexpr int kMR, kNR;        register block: kMR rows x kNR columns of C
-///   static constexpr std::int64_t kKC;    deepest depth block
-///   static constexpr std::int64_t kNC;    widest column tile one task packs (kKC*kNC in L2)
+///   static constexpr std::int64_t kKC;    deepest depth block (the A sliver's row capacity)
 ///   static constexpr std::int64_t kABuf;  floats of one packed A sliver
 ///   static constexpr std::int64_t kAPanel;  A slivers packed together when transA
 ///   static void pack_a(g, i0, m, p0, kc, dst);        one sliver: rows i0..i0+m, depth p0..
@@ -16,8 +15,12 @@
 /// The A sliver layout is the traits' business (pack_a and kernel agree on it). A packed
 /// B sliver is dst[k*kNR + j], zero-padded past n. `first` is true for the first depth
 /// block: the kernel then applies beta (beta == 0: C is not read); later depth blocks
-/// accumulate into C. The k order of every sum is fixed by K alone, so results do not
-/// depend on the thread count.
+/// accumulate into C. The k order of every sum is fixed by K (and the machine's cache
+/// sizes) alone, so results do not depend on the thread count.
+///
+/// Blocking comes from the cache sizes read at run time: the depth block KC (at most kKC)
+/// keeps an A sliver in 3/4 of L1, the column tile NC keeps a KC x NC block of B in 3/4 of
+/// L2. (There is no MC: A slivers are packed just in time and stream from L3.)
 ///
 /// Loop order, chosen so the kernel streams as little as possible from far away:
 ///   tasks = column tiles of C (times row tiles when C has few columns; op(B) is then
@@ -31,6 +34,7 @@
 #include <cstdlib>
 #include <new>
 
+#include "backends/cpu/sgemm.hpp"
 #include "convgraph/core/thread_pool.hpp"
 
 namespace convgraph::cpu::sgemm_detail {
@@ -46,6 +50,10 @@ struct GemmArgs {
   float beta;
   float* C;
   std::int64_t ldc;
+  // sgemm_ex's extensions (SgemmExt): batch-reduce strides, a B source, a per-tile hook.
+  std::int64_t batch = 1, a_stride = 0, b_stride = 0;
+  const PanelSource* bsrc = nullptr;
+  const TileHook* hook = nullptr;
   /// op(A)(i, k) and op(B)(k, j), for the generic packers.
   float a(std::int64_t i, std::int64_t k) const { return ta ? A[k * lda + i] : A[i * lda + k]; }
   float b(std::int64_t k, std::int64_t j) const { return tb ? B[j * ldb + k] : B[k * ldb + j]; }
@@ -126,16 +134,24 @@ void run_sgemm(const GemmArgs& g, ThreadPool* pool) {
   constexpr int NR = Isa::kNR;
   const std::int64_t M = g.M, N = g.N, K = g.K;
 
-  // Depth blocks of equal size (a short last block would waste a C pass).
-  const std::int64_t nkb = ceil_div(K, Isa::kKC);
+  // Blocking from the cache sizes (see the top of this file), rounded to whole vectors.
+  const CacheSizes cache = cpu_cache_sizes();
+  const std::int64_t kc_max =
+      std::clamp<std::int64_t>(cache.l1d * 3 / 4 / (MR * 4) / 16 * 16, 64, Isa::kKC);
+  const std::int64_t nc = std::clamp<std::int64_t>(cache.l2 * 3 / 4 / (kc_max * 4) / NR * NR, 4 * NR, 4096);
+
+  // Depth blocks of equal size (a short last block would waste a C pass); a batch repeats
+  // them per element.
+  const std::int64_t nkb = ceil_div(K, kc_max);
   const std::int64_t kcb = ceil_div(K, nkb);
   const std::int64_t msl = ceil_div(M, MR), nsl = ceil_div(N, NR);
   const std::int64_t Np = nsl * NR;
 
-  const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
+  const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) *
+                       static_cast<double>(g.batch);
   const std::int64_t threads = (pool && flops >= kMinParallelFlops) ? pool->size() : 1;
 
-  // Column tiles: at most kNC wide. With several threads aim at about 4 tasks per thread
+  // Column tiles: at most nc wide. With several threads aim at about 4 tasks per thread
   // (so a slow core takes fewer), but keep tiles at least kMinTile slivers wide: each
   // A sliver is packed once per tile and should serve several kernel calls. Tiles are
   // of equal width, and their count a multiple of the thread count when it is small.
@@ -143,7 +159,7 @@ void run_sgemm(const GemmArgs& g, ThreadPool* pool) {
   // layers), the rows are split too; op(B) is then packed once up front when it is a
   // single tile, else per task.
   constexpr std::int64_t kMinTile = 8;
-  const std::int64_t max_tile = std::max<std::int64_t>(1, Isa::kNC / NR);
+  const std::int64_t max_tile = std::max<std::int64_t>(1, nc / NR);
   std::int64_t ntiles = ceil_div(nsl, max_tile);
   std::int64_t mtiles = 1;
   if (threads > 1) {
@@ -156,7 +172,16 @@ void run_sgemm(const GemmArgs& g, ThreadPool* pool) {
   ntiles = ceil_div(nsl, tile_ns);
   const std::int64_t tile_ms = ceil_div(msl, mtiles);
   mtiles = ceil_div(msl, tile_ms);
-  const bool shared_b = mtiles > 1 && ntiles == 1;
+  const bool shared_b = mtiles > 1 && ntiles == 1 && g.batch == 1;
+
+  // Packs columns j0..j0+n of op(B) of batch element b: from the source, or the stored B.
+  auto pack_b = [&](std::int64_t b, std::int64_t p0, std::int64_t kc, std::int64_t j0, std::int64_t n,
+                    float* dst) {
+    if (g.bsrc != nullptr) return g.bsrc->pack(g.bsrc->ctx, b, p0, kc, j0, n, NR, dst);
+    GemmArgs gb = g;
+    gb.B += b * g.b_stride;
+    Isa::pack_b_panel(gb, p0, kc, j0, n, dst);
+  };
 
   auto run = [&](std::int64_t n, auto&& fn) {
     if (threads > 1 && n > 1)
@@ -174,8 +199,7 @@ void run_sgemm(const GemmArgs& g, ThreadPool* pool) {
       for (std::int64_t t = begin; t < end; ++t) {
         const std::int64_t p = t / ntiles, j0 = (t % ntiles) * tile_ns;
         const std::int64_t p0 = p * kcb, kc = std::min(kcb, K - p0);
-        Isa::pack_b_panel(g, p0, kc, j0 * NR, std::min(N - j0 * NR, tile_ns * NR),
-                          bpk + p * kcb * Np + j0 * kc * NR);
+        pack_b(0, p0, kc, j0 * NR, std::min(N - j0 * NR, tile_ns * NR), bpk + p * kcb * Np + j0 * kc * NR);
       }
     });
   }
@@ -189,30 +213,35 @@ void run_sgemm(const GemmArgs& g, ThreadPool* pool) {
       const std::int64_t mt = t / ntiles, nt = t % ntiles;
       const std::int64_t s0 = mt * tile_ms, s1 = std::min(msl, s0 + tile_ms);
       const std::int64_t j0 = nt * tile_ns, j1 = std::min(nsl, j0 + tile_ns);
-      for (std::int64_t p = 0; p < nkb; ++p) {
+      for (std::int64_t step = 0; step < g.batch * nkb; ++step) {
+        const std::int64_t b = step / nkb, p = step % nkb;
         const std::int64_t p0 = p * kcb, kc = std::min(kcb, K - p0);
+        GemmArgs ga = g;  // A of batch element b
+        ga.A += b * g.a_stride;
         const float* bp;
         if (shared_b) {
           bp = bpk + p * kcb * Np + j0 * kc * NR;
         } else {
-          Isa::pack_b_panel(g, p0, kc, j0 * NR, std::min(N, j1 * NR) - j0 * NR, local_b);
+          pack_b(b, p0, kc, j0 * NR, std::min(N, j1 * NR) - j0 * NR, local_b);
           bp = local_b;
         }
         for (std::int64_t sb = s0; sb < s1; sb += apanel) {
           const std::int64_t se = std::min(s1, sb + apanel);
-          if (apanel > 1) Isa::pack_a_panel(g, sb * MR, std::min(M, se * MR) - sb * MR, p0, kc, abuf);
+          if (apanel > 1) Isa::pack_a_panel(ga, sb * MR, std::min(M, se * MR) - sb * MR, p0, kc, abuf);
           for (std::int64_t s = sb; s < se; ++s) {
             const int m = static_cast<int>(std::min<std::int64_t>(MR, M - s * MR));
             const float* ap = abuf + (s - sb) * Isa::kABuf;
-            if (apanel == 1) Isa::pack_a(g, s * MR, m, p0, kc, abuf);
+            if (apanel == 1) Isa::pack_a(ga, s * MR, m, p0, kc, abuf);
             float* crow = g.C + s * MR * g.ldc;
             for (std::int64_t j = j0; j < j1; ++j) {
               const int n = static_cast<int>(std::min<std::int64_t>(NR, N - j * NR));
-              Isa::kernel(g, kc, ap, bp + (j - j0) * kc * NR, crow + j * NR, m, n, p == 0);
+              Isa::kernel(g, kc, ap, bp + (j - j0) * kc * NR, crow + j * NR, m, n, step == 0);
             }
           }
         }
       }
+      if (g.hook != nullptr)
+        g.hook->fn(g.hook->ctx, s0 * MR, std::min(M, s1 * MR), j0 * NR, std::min(N, j1 * NR));
     }
   });
 }

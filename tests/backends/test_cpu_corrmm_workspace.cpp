@@ -1,5 +1,6 @@
 // cpu.corrmm under workspace limits: the column buffer is cut into chunks (batch sub-ranges,
 // position ranges) and the answer must not change; below the smallest chunk it declines.
+// float32 has no column buffer (test_cpu_corrmm_fused.cpp): it runs under any limit.
 #include <catch2/catch.hpp>
 #include <cstdio>
 
@@ -51,7 +52,14 @@ TEST_CASE("corrmm: chunking under a small workspace_limit gives identical result
                 (dtype == DType::float64 ? 1e-12 : 1e-5) * std::max(1.0, max_abs(full_r.out)));
           ++runs;
         }
-        if (!pointwise) {
+        if (dtype == DType::float32) {
+          // No column buffer: any limit works (grad weights keeps fewer partial sums).
+          ConvProblem q = p;
+          q.workspace_limit = 0;
+          CHECK(corrmm->applicable(q));
+          CHECK(corrmm->workspace_bytes(q) == 0);
+          CHECK(max_abs_diff(run_cpu_conv(*corrmm, q, ints, &pool).out, full_i.out) == 0.0);
+        } else if (!pointwise) {
           ConvProblem q = p;
           q.workspace_limit = min_ws - 1;
           const Status st = corrmm->applicable(q);
@@ -69,10 +77,14 @@ TEST_CASE("corrmm: chunking under a small workspace_limit gives identical result
 
 TEST_CASE("corrmm: run() refuses a workspace smaller than it asked for", "[backends][conv][cpu][corrmm]") {
   const auto corrmm = make_cpu_corrmm_algorithm();
-  const ConvProblem p = conv_chunking_cases().front().problem(ConvDirection::forward, DType::float32);
-  REQUIRE(corrmm->workspace_bytes(p) > 0);
-  const ConvOperands ops = make_operands(p, 3);
-  CHECK_THROWS_AS(run_cpu_conv(*corrmm, p, ops, nullptr, corrmm->workspace_bytes(p) - 1), MemoryError);
+  // float64's column buffer; float32 asks only for grad weights' partial sums.
+  for (const auto& [dir, dtype] : {std::pair{ConvDirection::forward, DType::float64},
+                                   std::pair{ConvDirection::grad_weights, DType::float32}}) {
+    const ConvProblem p = conv_chunking_cases().front().problem(dir, dtype);
+    REQUIRE(corrmm->workspace_bytes(p) > 0);
+    const ConvOperands ops = make_operands(p, 3);
+    CHECK_THROWS_AS(run_cpu_conv(*corrmm, p, ops, nullptr, corrmm->workspace_bytes(p) - 1), MemoryError);
+  }
 }
 
 TEST_CASE("corrmm and direct decline what they cannot do, with a reason", "[backends][conv][cpu]") {

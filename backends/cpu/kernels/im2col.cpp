@@ -113,6 +113,61 @@ void col2im_add(const ConvGeometry& g, const T* col, i64 channels, i64 p_begin, 
   }
 }
 
+namespace {
+/// Run entries e in [from, to) to out[(e - from) * step]: zero below a and from b on, else
+/// src[(e - a) * s2].
+inline void put_run(float* __restrict out, i64 step, i64 from, i64 to, const float* __restrict src,
+                    i64 a, i64 b, i64 s2) {
+  const i64 z1 = std::min(to, std::max(from, a)), c1 = std::min(to, std::max(z1, b));
+  for (i64 e = from; e < z1; ++e) out[(e - from) * step] = 0.0f;
+  if (step == 1 && s2 == 1) {
+    if (c1 > z1)
+      std::memcpy(out + (z1 - from), src + (z1 - a), static_cast<std::size_t>(c1 - z1) * sizeof(float));
+  } else {
+    for (i64 e = z1; e < c1; ++e) out[(e - from) * step] = src[(e - a) * s2];
+  }
+  for (i64 e = c1; e < to; ++e) out[(e - from) * step] = 0.0f;
+}
+}  // namespace
+
+void im2col_pack(const ConvGeometry& g, const float* x, i64 r0, i64 kc, i64 p0, i64 n, int nr, float* dst) {
+  const i64 sliver = kc * nr, tail = n % nr, last = n / nr;
+  const i64 s2 = g.stride[2];
+  for (i64 k = 0; k < kc; ++k) {
+    i64 t[3];
+    const float* xq = x + decode_row(g, r0 + k, t) * g.in_numel;
+    float* row = dst + k * nr;  // position j of the panel at row[(j / nr) * sliver + j % nr]
+    if (tail) std::memset(row + last * sliver + tail, 0, static_cast<std::size_t>(nr - tail) * sizeof(float));
+    for_each_run(g, t, p0, p0 + n, [&](i64 at, i64 len, i64 src_row, i64 a, i64 b, i64 start) {
+      const float* src = xq + (src_row < 0 ? 0 : src_row + start);
+      if (src_row < 0) a = b = len;  // all padding
+      // The run in pieces that stay within one sliver; piece entries are run entries e.
+      for (i64 e = 0; e < len;) {
+        const i64 j = at + e, m = std::min(len - e, nr - j % nr);
+        put_run(row + (j / nr) * sliver + j % nr, 1, e, e + m, src, a, b, s2);
+        e += m;
+      }
+    });
+  }
+}
+
+void im2col_pack_t(const ConvGeometry& g, const float* x, i64 p0, i64 kc, i64 r0, i64 n, int nr, float* dst) {
+  const i64 sliver = kc * nr, tail = n % nr, last = n / nr;
+  const i64 s2 = g.stride[2];
+  if (tail)
+    for (i64 k = 0; k < kc; ++k)
+      std::memset(dst + last * sliver + k * nr + tail, 0, static_cast<std::size_t>(nr - tail) * sizeof(float));
+  for (i64 j = 0; j < n; ++j) {
+    i64 t[3];
+    const float* xq = x + decode_row(g, r0 + j, t) * g.in_numel;
+    float* col = dst + (j / nr) * sliver + j % nr;  // depth k at col[k * nr]
+    for_each_run(g, t, p0, p0 + kc, [&](i64 at, i64 len, i64 src_row, i64 a, i64 b, i64 start) {
+      if (src_row < 0) a = b = len;
+      put_run(col + at * nr, nr, 0, len, xq + (src_row < 0 ? 0 : src_row + start), a, b, s2);
+    });
+  }
+}
+
 template void im2col<float>(const ConvGeometry&, const float*, i64, i64, i64, float*);
 template void im2col<double>(const ConvGeometry&, const double*, i64, i64, i64, double*);
 template void col2im_add<float>(const ConvGeometry&, const float*, i64, i64, i64, float*);

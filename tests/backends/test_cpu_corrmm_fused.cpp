@@ -1,0 +1,205 @@
+// cpu.corrmm's float32 path without a column buffer: im2col packed straight into the GEMM's
+// B panels (im2col_pack, im2col_pack_t), the batch-reduce grad-weights GEMM with partial
+// sums, and the tile-wise col2im of grad inputs. White-box checks of the packers against
+// im2col at every CPU level, then shapes that cross the GEMM's blocks (depth blocks,
+// column tiles, panel tails) in all three directions against the float64 reference.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backends/cpu/conv_geometry.hpp"
+#include "backends/cpu/im2col.hpp"
+#include "convgraph/backends/cpu/algorithms.hpp"
+#include "convgraph/backends/cpu/cpu_isa.hpp"
+#include "convgraph/core/thread_pool.hpp"
+#include "support/child_process.hpp"  // sanitized_build
+#include "support/conv_cases.hpp"
+#include "support/conv_run.hpp"
+
+using namespace convgraph;
+using namespace convgraph::testing;
+using i64 = std::int64_t;
+
+namespace {
+
+using Axes = std::vector<i64>;
+using Pairs = std::vector<std::pair<i64, i64>>;
+
+ConvCase make_case(const char* name, Axes x, Axes w, BorderMode border, Axes stride, Axes dil = {},
+                   bool flip = false, i64 groups = 1) {
+  ConvCase c;
+  c.name = name;
+  c.params.ndim = static_cast<int>(x.size()) - 2;
+  c.params.border = std::move(border);
+  c.params.stride = std::move(stride);
+  c.params.dilation = std::move(dil);
+  c.params.filter_flip = flip;
+  c.params.groups = groups;
+  c.x_shape = std::move(x);
+  c.w_shape = std::move(w);
+  return c;
+}
+
+/// Small geometries for the packers: strides, dilation, padding on each side, flip, 1-D/3-D.
+std::vector<ConvCase> pack_cases() {
+  return {
+      make_case("2-D half", {1, 3, 9, 11}, {1, 3, 3, 3}, "half", {1, 1}),
+      make_case("2-D s2 d2 flip", {1, 2, 13, 12}, {1, 2, 3, 2}, Pairs{{2, 1}, {0, 3}}, {2, 3}, {2, 2}, true),
+      make_case("1-D full s3", {1, 2, 40}, {1, 2, 5}, "full", {3}),
+      make_case("3-D pad", {1, 2, 4, 5, 6}, {1, 2, 3, 2, 3}, 1, {1, 2, 1}, {}, true),
+      make_case("pad wider than the kernel", {1, 1, 7}, {1, 1, 2}, Pairs{{4, 5}}, {1}),
+  };
+}
+
+/// Shapes that cross the GEMM's blocks: depth above one block (> 384 rows), positions
+/// over several column tiles and grad-inputs tiles, row counts that leave partial register
+/// blocks, narrow and wide dW (partial sums or not), groups, 1-D and 3-D.
+std::vector<ConvCase> layer_cases() {
+  return {
+      make_case("deep 3x3", {2, 48, 9, 10}, {20, 48, 3, 3}, "half", {1, 1}),
+      make_case("wide image", {3, 4, 26, 31}, {17, 4, 3, 3}, 1, {1, 1}, {}, true),
+      make_case("strided dilated", {2, 6, 23, 29}, {9, 6, 3, 3}, 2, {2, 1}, {2, 2}),
+      make_case("grouped", {2, 12, 11, 13}, {30, 4, 3, 3}, "half", {1, 1}, {}, false, 3),
+      make_case("stem-like 7x7 s2", {3, 3, 21, 23}, {16, 3, 7, 7}, 3, {2, 2}),
+      make_case("1-D long", {2, 5, 700}, {7, 5, 5}, Pairs{{3, 1}}, {1}, {2}, true),
+      make_case("3-D", {2, 5, 5, 6, 7}, {6, 5, 3, 3, 3}, 1, {1, 1, 1}),
+      make_case("pointwise", {2, 20, 9, 70}, {15, 20, 1, 1}, "valid", {1, 1}),
+  };
+}
+
+/// The packed panel entry (k, j) of a panel with kc depth steps and nr columns per sliver.
+float panel_at(const std::vector<float>& panel, i64 kc, int nr, i64 k, i64 j) {
+  return panel[static_cast<std::size_t>((j / nr) * kc * nr + k * nr + j % nr)];
+}
+
+std::vector<CpuIsa> supported_levels() {
+  std::vector<CpuIsa> out;
+  for (CpuIsa isa : {CpuIsa::baseline, CpuIsa::avx2, CpuIsa::avx512})
+    if (cpu_isa_supported(isa)) out.push_back(isa);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("corrmm fused: im2col_pack and im2col_pack_t are im2col cut into panels",
+          "[backends][cpu][im2col][corrmm]") {
+  std::mt19937_64 rng(5);
+  for (CpuIsa isa : supported_levels()) {
+    ScopedCpuIsa scope(isa);
+    for (const ConvCase& c : pack_cases()) {
+      const cpu::ConvGeometry g(c.problem(ConvDirection::forward, DType::float32));
+      const i64 rows = g.Cg * g.ker_numel, P = g.out_numel;
+      const auto xv = random_values(static_cast<std::size_t>(g.C * g.in_numel), 9);
+      const std::vector<float> x(xv.begin(), xv.end());
+      std::vector<float> col(static_cast<std::size_t>(rows * P));
+      cpu::im2col(g, x.data(), g.Cg, 0, P, col.data());
+      for (int trial = 0; trial < 12; ++trial) {
+        const int nr = trial % 2 ? 16 : 32;
+        // A window of depth and columns, including ones that end in a partial sliver.
+        const bool t = trial % 3 == 2;
+        const i64 depth = t ? P : rows, width = t ? rows : P;
+        const i64 k0 = static_cast<i64>(rng() % static_cast<std::uint64_t>(depth));
+        const i64 kc = 1 + static_cast<i64>(rng() % static_cast<std::uint64_t>(depth - k0));
+        const i64 j0 = static_cast<i64>(rng() % static_cast<std::uint64_t>(width));
+        const i64 n = 1 + static_cast<i64>(rng() % static_cast<std::uint64_t>(width - j0));
+        const i64 slivers = (n + nr - 1) / nr;
+        std::vector<float> panel(static_cast<std::size_t>(slivers * kc * nr), NAN);
+        if (t) cpu::im2col_pack_t(g, x.data(), k0, kc, j0, n, nr, panel.data());
+        else cpu::im2col_pack(g, x.data(), k0, kc, j0, n, nr, panel.data());
+        INFO(c.name << " level " << cpu_isa_name(isa) << (t ? " transposed" : "") << " depth " << k0 << "+"
+                    << kc << " columns " << j0 << "+" << n << " nr " << nr);
+        long wrong = 0;
+        for (i64 k = 0; k < kc; ++k)
+          for (i64 j = 0; j < slivers * nr; ++j) {
+            const float want = j >= n ? 0.0f
+                                      : t ? col[static_cast<std::size_t>((j0 + j) * P + k0 + k)]
+                                          : col[static_cast<std::size_t>((k0 + k) * P + j0 + j)];
+            wrong += !(panel_at(panel, kc, nr, k, j) == want);  // NaN: never written
+          }
+        CHECK(wrong == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("corrmm fused: shapes across the GEMM's blocks match the reference in every direction",
+          "[backends][conv][cpu][corrmm]") {
+  const auto corrmm = make_cpu_corrmm_algorithm();
+  ThreadPool pool(2);
+  const auto levels = supported_levels();
+  const bool thin = convgraph::test::sanitized_build();
+  int index = 0;
+  for (const ConvCase& c : layer_cases())
+    for (ConvDirection dir : kAllDirections) {
+      // Every level on every other case (the sweep covers the rest), the active one always.
+      ++index;
+      for (CpuIsa isa : levels) {
+        if (isa != active_cpu_isa() && (thin || index % 2)) continue;
+        ScopedCpuIsa scope(isa);
+        const ConvProblem p = c.problem(dir, DType::float32);
+        INFO(c.name << " " << p.key() << " level " << cpu_isa_name(isa));
+        const ConvOperands ops = make_operands(p, 21);
+        const auto ref = reference_output(c.problem(dir, DType::float64), ops);
+        const ConvRun threaded = run_cpu_conv(*corrmm, p, ops, &pool);
+        CHECK(threaded.inputs_intact);
+        CHECK(max_abs_diff(threaded.out, ref) <= 1e-4 * std::max(1.0, max_abs(ref)));
+        // Bitwise the same without threads; integers: exact.
+        CHECK(max_abs_diff(run_cpu_conv(*corrmm, p, ops, nullptr).out, threaded.out) == 0.0);
+        const ConvOperands ints = make_operands(p, 22, /*integers=*/true);
+        CHECK(max_abs_diff(run_cpu_conv(*corrmm, p, ints, &pool).out,
+                           reference_output(c.problem(dir, DType::float64), ints)) == 0.0);
+      }
+    }
+}
+
+TEST_CASE("corrmm fused: grad weights with fewer partial sums under a workspace limit",
+          "[backends][conv][cpu][corrmm]") {
+  const auto corrmm = make_cpu_corrmm_algorithm();
+  ThreadPool pool(2);
+  // A narrow dW (3*7*7 = 147 columns) over four images: partial sums over the batch.
+  const ConvCase c = make_case("stem-like", {4, 3, 15, 17}, {8, 3, 7, 7}, 3, {2, 2});
+  ConvProblem p = c.problem(ConvDirection::grad_weights, DType::float32);
+  const std::size_t dw_bytes = 8 * 147 * sizeof(float);
+  REQUIRE(corrmm->workspace_bytes(p) == 3 * dw_bytes);  // four partial sums
+  const ConvOperands ints = make_operands(p, 31, /*integers=*/true);
+  const auto ref = reference_output(c.problem(ConvDirection::grad_weights, DType::float64), ints);
+  for (std::size_t limit : {std::size_t{0}, dw_bytes, 2 * dw_bytes + 7}) {
+    p.workspace_limit = limit;
+    INFO("workspace_limit " << limit);
+    CHECK(corrmm->applicable(p));
+    CHECK(corrmm->workspace_bytes(p) == limit / dw_bytes * dw_bytes);
+    CHECK(max_abs_diff(run_cpu_conv(*corrmm, p, ints, &pool).out, ref) == 0.0);
+  }
+  // Too small a workspace for what it asked is a MemoryError.
+  p.workspace_limit = SIZE_MAX;
+  CHECK_THROWS_AS(run_cpu_conv(*corrmm, p, ints, nullptr, 3 * dw_bytes - 1), MemoryError);
+}
+
+TEST_CASE("corrmm fused: the forward epilogue is applied on every tile", "[backends][conv][cpu][corrmm]") {
+  const auto corrmm = make_cpu_corrmm_algorithm();
+  ThreadPool pool(2);
+  // 20 channels (a partial register block) x 26*31 positions (several column tiles).
+  const ConvCase c = make_case("epilogue", {3, 4, 26, 31}, {20, 4, 3, 3}, 1, {1, 1});
+  const ConvProblem p = c.problem(ConvDirection::forward, DType::float32);
+  const ConvOperands ops = make_operands(p, 41);
+  const auto ref = reference_output(c.problem(ConvDirection::forward, DType::float64), ops);
+  const auto bias = random_values(20, 42), residual = random_values(ref.size(), 43);
+  const std::vector<float> x(ops.x.begin(), ops.x.end()), w(ops.w.begin(), ops.w.end());
+  const std::vector<float> b(bias.begin(), bias.end()), r(residual.begin(), residual.end());
+  for (ThreadPool* pp : {&pool, static_cast<ThreadPool*>(nullptr)}) {
+    std::vector<float> y(ref.size(), NAN);
+    ConvTensors t{const_cast<float*>(x.data()), const_cast<float*>(w.data()), y.data(),
+                  {b.data(), r.data(), ConvActivation::relu}};
+    ConvContext ctx;
+    ctx.pool = pp;
+    corrmm->run(p, t, ctx);
+    const i64 plane = 26 * 31;
+    double err = 0;
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+      const double want = std::max(0.0, ref[i] + bias[(i / plane) % 20] + residual[i]);
+      err = std::max(err, std::abs(static_cast<double>(y[i]) - want));
+    }
+    CHECK(err < 1e-4);
+  }
+}
