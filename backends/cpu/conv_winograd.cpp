@@ -1,8 +1,20 @@
-// "cpu.winograd": Winograd F(4x4, 3x3) for 2D 3x3 stride-1 convolutions, forward and
-// grad-inputs, float32. The kernels (and why F(4x4, 3x3)) are in kernels/winograd.cpp,
+// "cpu.winograd": Winograd F(4x4, 3x3) for 2D 3x3 stride-1 convolutions, all three
+// directions, float32. The kernels (and why F(4x4, 3x3)) are in kernels/winograd.cpp,
 // compiled once per CPU level.
+//
+// Dilation d (per axis) splits the convolution into d0 x d1 undilated ones on strided
+// sub-images: outputs i, i + d, i + 2d, ... read only inputs of one residue class
+// r = (i - pad) mod d, starting at sub-image index floor((i - pad) / d), with the same 3x3
+// filter. Each phase gathers its operands into the workspace, runs the undilated engine
+// and scatters (grad_weights sums the phases' filters), so every direction applies.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "backends/cpu/conv_epilogue.hpp"
 #include "backends/cpu/kernels/isa_dispatch.hpp"
 #include "convgraph/backends/cpu/algorithms.hpp"
+#include "convgraph/core/thread_pool.hpp"
 
 namespace convgraph {
 namespace cpu {
@@ -12,6 +24,99 @@ CONVGRAPH_ISA_DECLARE(void winograd_run(const ConvProblem& p, const ConvTensors&
 
 namespace {
 
+using i64 = std::int64_t;
+
+/// One phase of a dilated problem: the undilated sub-problem, and per axis the first
+/// output index (i) and input index (r) of its strided sub-images.
+struct Phase {
+  ConvProblem sub;
+  i64 out0[2] = {}, in0[2] = {};
+  bool empty() const { return sub.out[0] * sub.out[1] == 0 || sub.in[0] * sub.in[1] == 0; }
+};
+
+std::vector<Phase> dilation_phases(const ConvProblem& p) {
+  std::vector<Phase> out;
+  for (i64 i0 = 0; i0 < p.dilation[0]; ++i0)
+    for (i64 i1 = 0; i1 < p.dilation[1]; ++i1) {
+      Phase ph;
+      ph.sub = p;
+      ph.sub.dilation = {1, 1, 1};
+      for (int a = 0; a < 2; ++a) {
+        const i64 d = p.dilation[a], i = a == 0 ? i0 : i1, r = ((i - p.pad_pre[a]) % d + d) % d;
+        const i64 n_out = p.out[a] > i ? (p.out[a] - i + d - 1) / d : 0;
+        const i64 n_in = p.in[a] > r ? (p.in[a] - r + d - 1) / d : 0;
+        ph.out0[a] = i, ph.in0[a] = r;
+        ph.sub.out[a] = n_out, ph.sub.in[a] = n_in;
+        ph.sub.pad_pre[a] = -((i - p.pad_pre[a] - r) / d);  // sub-output o reads sub-input o + tap - pad
+        ph.sub.pad_post[a] = n_out + 2 - n_in - ph.sub.pad_pre[a];
+      }
+      out.push_back(ph);
+    }
+  return out;
+}
+
+/// Workspace of a dilated problem: the gathered x-side and y-side sub-images, a filter
+/// for grad_weights' phases, then the largest phase's own workspace.
+struct DilatedPlan {
+  std::size_t ys_off = 0, w_off = 0, sub_off = 0, total = 0;
+  std::string why;  ///< non-empty: does not fit p.workspace_limit
+};
+
+std::size_t align64(std::size_t v) { return (v + 63) / 64 * 64; }
+
+DilatedPlan dilated_plan(const ConvProblem& p, const std::vector<Phase>& phases) {
+  i64 in_max = 0, out_max = 0;
+  for (const Phase& ph : phases)
+    in_max = std::max(in_max, ph.sub.in[0] * ph.sub.in[1]), out_max = std::max(out_max, ph.sub.out[0] * ph.sub.out[1]);
+  DilatedPlan pl;
+  pl.ys_off = align64(static_cast<std::size_t>(p.N * p.C * in_max) * 4);
+  pl.w_off = pl.ys_off + align64(static_cast<std::size_t>(p.N * p.K * out_max) * 4);
+  pl.sub_off = pl.w_off;
+  if (p.direction == ConvDirection::grad_weights) pl.sub_off += align64(static_cast<std::size_t>(p.w_numel()) * 4);
+  if (pl.sub_off > p.workspace_limit) {
+    pl.why = msg("cpu.winograd: dilation ", p.dilation[0], "x", p.dilation[1], " needs ", pl.sub_off,
+                 " bytes of workspace for its sub-images, over the limit of ", p.workspace_limit);
+    return pl;
+  }
+  std::size_t sub = 0;
+  for (const Phase& ph : phases)
+    if (!ph.empty()) {
+      ConvProblem q = ph.sub;
+      q.workspace_limit = p.workspace_limit - pl.sub_off;
+      sub = std::max(sub, CONVGRAPH_ISA_ANY(winograd_workspace_bytes)(q));
+    }
+  pl.total = pl.sub_off + sub;
+  return pl;
+}
+
+/// Copies between planes (planes x rows x cols, dense) and their strided sub-images
+/// (planes x h x w): sub[a][b] = full[first0 + d0 a][first1 + d1 b]. kGather: full -> sub.
+template <bool kGather>
+void strided_copy(ThreadPool* pool, i64 planes, float* full, i64 rows, i64 cols, const i64 first[2], const Axes3& d,
+                  float* sub, i64 h, i64 w) {
+  auto body = [&](i64 a, i64 b) {
+    for (i64 pl = a; pl < b; ++pl)
+      for (i64 y = 0; y < h; ++y) {
+        float* f = full + (pl * rows + first[0] + d[0] * y) * cols + first[1];
+        float* s = sub + (pl * h + y) * w;
+        for (i64 x = 0; x < w; ++x) {
+          if constexpr (kGather) s[x] = f[d[1] * x];
+          else f[d[1] * x] = s[x];
+        }
+      }
+  };
+  if (pool && planes > 1) pool->parallel_for(planes, body, 1);
+  else body(0, planes);
+}
+
+/// Zeros a strided sub-image of every plane: the written side of a phase whose other side
+/// is empty (its outputs read only padding, or its inputs are read by no output).
+void zero_phase(i64 planes, float* full, i64 rows, i64 cols, const i64 first[2], const Axes3& d, i64 h, i64 w) {
+  for (i64 pl = 0; pl < planes; ++pl)
+    for (i64 y = 0; y < h; ++y)
+      for (i64 x = 0; x < w; ++x) full[(pl * rows + first[0] + d[0] * y) * cols + first[1] + d[1] * x] = 0.0f;
+}
+
 class WinogradConv final : public ConvAlgorithm {
  public:
   std::string name() const override { return "cpu.winograd"; }
@@ -20,8 +125,6 @@ class WinogradConv final : public ConvAlgorithm {
   std::vector<std::string> tags() const override { return {"conv_winograd", "fast_run"}; }
 
   Status applicable(const ConvProblem& p) const override {
-    if (p.direction == ConvDirection::grad_weights)
-      return Status::no("cpu.winograd: grad_weights is not implemented (forward and grad_inputs only)");
     if (p.ndim != 2) return Status::no(msg("cpu.winograd: ", p.ndim, " spatial axes (2D only)"));
     if (p.dtype != DType::float32 || p.compute != DType::float32)
       return Status::no(msg("cpu.winograd: dtype ", dtype_name(p.dtype), "/", dtype_name(p.compute),
@@ -30,8 +133,10 @@ class WinogradConv final : public ConvAlgorithm {
       return Status::no(msg("cpu.winograd: kernel ", p.kernel[0], "x", p.kernel[1], " (3x3 only)"));
     if (p.stride[0] != 1 || p.stride[1] != 1)
       return Status::no(msg("cpu.winograd: stride ", p.stride[0], "x", p.stride[1], " (stride 1 only)"));
-    if (p.dilation[0] != 1 || p.dilation[1] != 1)
-      return Status::no(msg("cpu.winograd: dilation ", p.dilation[0], "x", p.dilation[1], " (dilation 1 only)"));
+    if (dilated(p)) {
+      const DilatedPlan pl = dilated_plan(p, dilation_phases(p));
+      if (!pl.why.empty()) return Status::no(pl.why);
+    }
     const std::size_t need = workspace_bytes(p);
     if (need > p.workspace_limit)
       return Status::no(msg("cpu.winograd: needs ", need, " bytes of workspace, over the limit of ", p.workspace_limit));
@@ -39,29 +144,83 @@ class WinogradConv final : public ConvAlgorithm {
   }
 
   std::size_t workspace_bytes(const ConvProblem& p) const override {
-    if (p.ndim != 2 || p.direction == ConvDirection::grad_weights) return 0;
+    if (p.ndim != 2) return 0;
+    if (dilated(p)) return dilated_plan(p, dilation_phases(p)).total;
     return CONVGRAPH_ISA_ANY(winograd_workspace_bytes)(p);  // the same at every level
   }
 
-  /// F(4x4, 3x3): per 4x4 tile of the written image, 36 transform-domain products per
-  /// channel pair (against 144 direct), done as 36 GEMMs over the tiles; the input and
-  /// output transforms (about 16 operations per transform-domain element) stream once.
+  /// F(4x4, 3x3): per 4x4 tile of the output (of dx for grad_inputs), 36 transform-domain
+  /// products per channel pair (against 144 direct), done as 36 GEMMs: over channels with
+  /// the tiles as columns, or for grad_weights output x input channels reducing over the
+  /// tiles. The transforms (about 16 operations per transform-domain element) stream once;
+  /// grad_weights also writes V and D out, and sgemm reads and packs them.
   double estimated_seconds(const ConvProblem& p, const MachineModel& m) const override {
-    const Axes3& image = p.direction == ConvDirection::forward ? p.out : p.in;
+    if (dilated(p)) {  // the phases, plus gathering and scattering every operand once
+      double sum = 2 * operand_bytes(p) / m.bytes_per_s();
+      for (const Phase& ph : dilation_phases(p))
+        if (!ph.empty()) sum += estimated_seconds(ph.sub, m);
+      return sum;
+    }
+    const bool gw = p.direction == ConvDirection::grad_weights, gi = p.direction == ConvDirection::grad_inputs;
+    const Axes3& image = gi ? p.in : p.out;
     const std::int64_t tiles = ((image[0] + 3) / 4) * ((image[1] + 3) / 4) * p.N;
-    const std::int64_t c_in = p.direction == ConvDirection::forward ? p.Cg() : p.Kg();
-    const std::int64_t c_out = p.direction == ConvDirection::forward ? p.Kg() : p.Cg();
+    const std::int64_t c_in = gi ? p.Kg() : p.Cg();
+    const std::int64_t c_out = gi ? p.Cg() : p.Kg();
     const double gemm = 2.0 * 36 * static_cast<double>(tiles) * static_cast<double>(c_in * c_out * p.G);
     const double elements = 36.0 * static_cast<double>(tiles) * static_cast<double>(p.C + p.K);
     const double flops = m.flops_per_s();
-    return gemm / (flops * gemm_efficiency(c_out, tiles, c_in)) + 16 * elements / (flops * 0.2) +
-           (4 * elements + operand_bytes(p)) / m.bytes_per_s() + kConvCallSeconds;
+    const double eff = gw ? gemm_efficiency(c_out, c_in, tiles) : gemm_efficiency(c_out, tiles, c_in);
+    return gemm / (flops * eff) + 16 * elements / (flops * 0.2) +
+           ((gw ? 12 : 4) * elements + operand_bytes(p)) / m.bytes_per_s() + kConvCallSeconds;
   }
 
   void run(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) const override {
     const Status s = applicable(p);
     if (!s) throw ValueError(msg("cpu.winograd: cannot run ", p.key(), ": ", s.reason()));
-    CONVGRAPH_ISA_CALL(winograd_run, p, t, ctx);
+    if (dilated(p)) run_dilated(p, t, ctx);
+    else CONVGRAPH_ISA_CALL(winograd_run, p, t, ctx);
+  }
+
+ private:
+  static bool dilated(const ConvProblem& p) { return p.dilation[0] != 1 || p.dilation[1] != 1; }
+
+  static void run_dilated(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) {
+    const std::vector<Phase> phases = dilation_phases(p);
+    const DilatedPlan pl = dilated_plan(p, phases);
+    if (ctx.workspace == nullptr || ctx.workspace_bytes < pl.total)
+      throw MemoryError(msg("cpu.winograd: workspace of ", ctx.workspace_bytes, " bytes, need ", pl.total, " for ",
+                            p.key()));
+    auto* ws = static_cast<unsigned char*>(ctx.workspace);
+    auto* xs = reinterpret_cast<float*>(ws);
+    auto* ys = reinterpret_cast<float*>(ws + pl.ys_off);
+    auto* wtmp = reinterpret_cast<float*>(ws + pl.w_off);
+    const bool fwd = p.direction == ConvDirection::forward, gi = p.direction == ConvDirection::grad_inputs;
+    auto* x = static_cast<float*>(t.x);
+    auto* y = static_cast<float*>(t.y);
+    auto* w = static_cast<float*>(t.w);
+    const i64 xp = p.N * p.C, yp = p.N * p.K;
+    ConvContext sc = ctx;
+    sc.workspace = ws + pl.sub_off;
+    sc.workspace_bytes = ctx.workspace_bytes - pl.sub_off;
+    const bool gw = !fwd && !gi;
+    if (gw) std::memset(w, 0, static_cast<std::size_t>(p.w_numel()) * sizeof(float));
+    for (const Phase& ph : phases) {
+      ConvProblem q = ph.sub;
+      q.workspace_limit = p.workspace_limit - pl.sub_off;  // as dilated_plan sized it (run() checked the fit)
+      if (ph.empty()) {
+        if (fwd) zero_phase(yp, y, p.out[0], p.out[1], ph.out0, p.dilation, q.out[0], q.out[1]);
+        if (gi) zero_phase(xp, x, p.in[0], p.in[1], ph.in0, p.dilation, q.in[0], q.in[1]);
+        continue;
+      }
+      if (!gi) strided_copy<true>(ctx.pool, xp, x, p.in[0], p.in[1], ph.in0, p.dilation, xs, q.in[0], q.in[1]);
+      if (!fwd) strided_copy<true>(ctx.pool, yp, y, p.out[0], p.out[1], ph.out0, p.dilation, ys, q.out[0], q.out[1]);
+      CONVGRAPH_ISA_CALL(winograd_run, q, ConvTensors{xs, gw ? wtmp : w, ys, {}}, sc);
+      if (fwd) strided_copy<false>(ctx.pool, yp, y, p.out[0], p.out[1], ph.out0, p.dilation, ys, q.out[0], q.out[1]);
+      if (gi) strided_copy<false>(ctx.pool, xp, x, p.in[0], p.in[1], ph.in0, p.dilation, xs, q.in[0], q.in[1]);
+      if (gw)
+        for (i64 i = 0; i < p.w_numel(); ++i) w[i] += wtmp[i];
+    }
+    if (fwd && !t.epilogue.empty()) apply_conv_epilogue(p, t, ctx);
   }
 };
 
