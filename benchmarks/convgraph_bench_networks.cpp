@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <random>
 #include <sstream>
 #include <string>
@@ -197,6 +198,9 @@ NetworkRecord run_one(const NetworkSpec& spec, bool train, const NetworkOptions&
     if (!std::isfinite(out[0].get(0)))
       throw RuntimeError(msg(spec.name, ": the output of call ", i + 1, " is not finite (", out[0].get(0), ")"));
   }
+  // --flags profile=True: the per-op breakdown of the timed calls (the child leaves with
+  // _exit, so the summary profile=True prints at exit would be lost).
+  if (f.mode().profile) std::cerr << "== " << spec.name << (train ? " train" : " infer") << "\n" << f.profile().summary();
   NetworkRecord r;
   r.network = spec.name;
   r.mode = train ? "train" : "infer";

@@ -78,7 +78,8 @@ class BnOp final : public Op {
   std::string name() const override {
     switch (info_.kind) {
       case BnKind::stats: return "batch_norm_stats";
-      case BnKind::forward: return info_.train ? "batch_norm_train" : "batch_norm_infer";
+      case BnKind::forward:
+        return std::string(info_.train ? "batch_norm_train" : "batch_norm_infer") + (info_.relu ? "+relu" : "");
       case BnKind::grad_sums: return info_.train ? "batch_norm_train_grad_sums" : "batch_norm_infer_grad_sums";
       case BnKind::grad_x: return "batch_norm_train_grad_x";
     }
@@ -149,9 +150,10 @@ Var bn(BnKind kind, bool train, double eps, std::vector<Var> inputs) {
 /// Row r of a (rows, C) table as a (C,) vector.
 Var row(const Var& table, std::int64_t r) { return reshape(slice(table, 0, r, r + 1), {-1}); }
 
-std::vector<Var> BnOp::grad(const std::vector<Var>& in, const Var&, const Var& gy) const {
+std::vector<Var> BnOp::grad(const std::vector<Var>& in, const Var& out, const Var& g) const {
   if (info_.kind != BnKind::forward)
     throw TypeError(msg(name(), ": not differentiable (batch-norm gradients are first order only)"));
+  const Var gy = info_.relu ? where(out > 0.0, g, zeros_like(g)) : g;  // relu's gradient first
   const Var& x = in[0];
   const Var& gamma = in[1];
   if (info_.train) {
@@ -186,6 +188,10 @@ void check_args(const char* op, const Var& x, std::initializer_list<std::pair<co
 namespace detail {
 
 BnInfo bn_info(const Op& op) { return dynamic_cast<const BnOp&>(op).info(); }
+
+Var batch_norm_forward(const BnInfo& info, std::vector<Var> inputs) {
+  return convgraph::apply(std::make_shared<BnOp>(info), std::move(inputs));
+}
 
 }  // namespace detail
 

@@ -19,10 +19,14 @@ struct BnInfo {
   BnKind kind = BnKind::stats;
   bool train = true;  ///< statistics from a stats tensor (train) or two vectors (infer)
   double eps = 1e-5;
+  bool relu = false;  ///< forward only: relu applied to the output (optimizer/conv_epilogue_fusion.cpp)
 };
 
 /// The attributes of a batch-norm op (kernel keys "batch_norm_stats", "batch_norm",
 /// "batch_norm_grad_sums", "batch_norm_grad_x").
 BnInfo bn_info(const Op& op);
+
+/// The forward op of `info` (with its relu flag) on the inputs of an unfused forward node.
+Var batch_norm_forward(const BnInfo& info, std::vector<Var> inputs);
 
 }  // namespace convgraph::detail

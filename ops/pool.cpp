@@ -3,6 +3,7 @@
 // gradient ops, and global average pooling. Each gradient op is differentiable in turn:
 // max pooling's gradient has a gather at the argmax (max_pool<d>d_grad_grad) as its
 // adjoint, average pooling's gradient has average pooling itself.
+#include "convgraph/ops/math.hpp"
 #include "ops/pool_internal.hpp"
 
 namespace convgraph {
@@ -37,7 +38,7 @@ class PoolOp final : public Op {
 class PoolGradOp final : public Op {
  public:
   explicit PoolGradOp(PoolParams p) : p_(std::move(p)) {}
-  std::string name() const override { return p_.op_name() + "_grad"; }
+  std::string name() const override { return p_.op_name() + (p_.relu_grad ? "_grad+relu_grad" : "_grad"); }
   std::string params() const override { return p_.text(); }
   TensorType infer(const std::vector<TensorType>& in) const override {
     detail::check_arity(*this, in.size(), 2);
@@ -46,8 +47,13 @@ class PoolGradOp final : public Op {
   }
   std::vector<Var> grad(const std::vector<Var>& in, const Var&, const Var& gg) const override {
     // Linear in gy; piecewise constant (max) or independent (avg) in x.
-    if (p_.mode == PoolMode::max)
-      return {Var(), convgraph::apply(std::make_shared<detail::MaxPoolGradGradOp>(p_), {in[0], gg})};
+    if (p_.mode == PoolMode::max) {
+      // The fused relu mask is its own adjoint, applied before the gather.
+      PoolParams plain = p_;
+      plain.relu_grad = false;
+      const Var g = p_.relu_grad ? where(in[0] > 0.0, gg, zeros_like(gg)) : gg;
+      return {Var(), convgraph::apply(std::make_shared<detail::MaxPoolGradGradOp>(plain), {in[0], g})};
+    }
     return {Var(), convgraph::apply(std::make_shared<PoolOp>(p_), {gg})};
   }
   std::string_view kernel_key() const override { return "pool_grad"; }

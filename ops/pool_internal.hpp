@@ -23,6 +23,10 @@ struct PoolParams {
   bool ignore_border = true;
   bool inc_pad = false;
   PoolMode mode = PoolMode::max;
+  /// Max pooling's gradient only: also relu's gradient, where(x > 0, gx, 0), for x a
+  /// relu's output (optimizer/grad_fusion.cpp); the kernel masks each window's gy by its
+  /// maximum, which is x where gy lands.
+  bool relu_grad = false;
 
   /// Checks the options (ValueError naming `op`, the option and its values). dims = 0: the
   /// window's length (1 to 3); otherwise the window must have `dims` entries.

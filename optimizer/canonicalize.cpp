@@ -2,6 +2,7 @@
 // one canonical form (Theano's canonicalize phase, position 1).
 #include "convgraph/optimizer/transfer_op.hpp"
 #include "ops/elementwise_info.hpp"
+#include "ops/reduce_info.hpp"
 #include "optimizer/passes.hpp"
 
 namespace convgraph {
@@ -39,6 +40,29 @@ std::optional<Var> remove_double_negation(const Var& v, RewriteContext&) {
   return inner.inputs()[0];
 }
 
+/// An elementwise op reading fill_like(x) (zeros_like from gradients: relu's is
+/// where(out > 0, g, zeros_like(g))) whose shape its other inputs already give reads the
+/// value as a scalar instead: no buffer is filled and streamed back in, and the constant
+/// becomes an immediate of a fused elementwise program.
+std::optional<Var> fill_as_scalar(const Var& v, RewriteContext&) {
+  if (!v.op() || v.type().device != DeviceKind::cpu) return std::nullopt;  // scalars live on the host
+  const ElementwiseInfo::Class cls = detail::elementwise_info(*v.op()).cls;
+  if (cls != ElementwiseInfo::Class::unary && cls != ElementwiseInfo::Class::binary &&
+      cls != ElementwiseInfo::Class::where)
+    return std::nullopt;
+  std::vector<Var> in = v.inputs();
+  bool changed = false;
+  for (Var& i : in)
+    if (i.op() && i.op()->kernel_key() == "fill" && i.rank() > 0 && is_float(i.dtype())) {
+      i = scalar(detail::fill_value(*i.op()), i.dtype());
+      changed = true;
+    }
+  if (!changed) return std::nullopt;
+  Var r = apply(v.node()->op, in, v.name());
+  if (!(r.type() == v.type())) return std::nullopt;  // the fill gave the shape
+  return r;
+}
+
 }  // namespace
 
 void register_canonicalize(RewriteDB& db) {
@@ -47,6 +71,7 @@ void register_canonicalize(RewriteDB& db) {
                remove_useless_conversion);
   db.add_local("canonicalize", "remove_double_negation", {"fast_run", "fast_compile"}, 1,
                remove_double_negation);
+  db.add_local("canonicalize", "fill_as_scalar", {"fast_run"}, 2, fill_as_scalar);
 }
 
 }  // namespace convgraph

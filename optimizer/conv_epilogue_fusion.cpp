@@ -16,6 +16,10 @@
 // per output channel, so the bias and what follows fuse into the convolution's epilogue.
 // The scaled weights and the bias are a few small nodes over the parameters (K * C * k^d
 // values) instead of a pass over the activations; results change by rounding only.
+//
+// After it, a relu that follows a batch norm the folding left (training form, or no
+// convolution before it) runs in the batch norm's output pass (batch_norm_train+relu): the
+// relu's pass over memory and its buffer go, the values stay the same bits.
 #include "convgraph/core/function_graph.hpp"
 #include "convgraph/ops/math.hpp"
 #include "convgraph/ops/shape_ops.hpp"
@@ -89,6 +93,21 @@ void fold_batch_norms(RewriteContext& ctx) {
   }
 }
 
+void fuse_batch_norm_relus(RewriteContext& ctx) {
+  FunctionGraph& graph = ctx.graph;
+  for (const Var& bn : graph.toposort()) {
+    if (!bn.op() || bn.op()->kernel_key() != "batch_norm") continue;  // the forward kernels
+    detail::BnInfo info = detail::bn_info(*bn.op());
+    if (info.relu || bn.type().device != DeviceKind::cpu) continue;
+    const Var r = only_client(graph, bn);
+    if (!r.defined() || !r.op() || !(r.type() == bn.type())) continue;
+    const ElementwiseInfo e = detail::elementwise_info(*r.op());
+    if (e.cls != ElementwiseInfo::Class::unary || e.unary != detail::UnaryKind::relu) continue;
+    info.relu = true;
+    graph.replace(r, detail::batch_norm_forward(info, bn.inputs()), ctx.current);
+  }
+}
+
 void fuse_conv_epilogues(RewriteContext& ctx) {
   FunctionGraph& graph = ctx.graph;
   for (const Var& conv_node : graph.toposort()) {
@@ -145,6 +164,7 @@ void register_conv_epilogue_fusion(RewriteDB& db) {
   // Before elemwise_fusion (position 0) in the same phase; batch norm folds first.
   db.add_global("fusion", "batch_norm_folding", {"fast_run", "conv_fusion"}, -2, fold_batch_norms);
   db.add_global("fusion", "conv_epilogue_fusion", {"fast_run", "conv_fusion"}, -1, fuse_conv_epilogues);
+  db.add_global("fusion", "batch_norm_relu_fusion", {"fast_run", "conv_fusion"}, -1.5, fuse_batch_norm_relus);
 }
 
 }  // namespace convgraph

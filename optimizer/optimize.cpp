@@ -34,6 +34,7 @@ const RewriteDB& default_rewrite_db() {
     register_meta_optimizer(d);
     register_fusion(d);
     register_conv_epilogue_fusion(d);
+    register_grad_fusion(d);
     register_cleanup(d);
     return d;
   }();

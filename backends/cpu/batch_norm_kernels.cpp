@@ -55,11 +55,11 @@ std::pair<std::vector<double>, std::vector<double>> statistics(const BnInfo& inf
 }
 
 void affine(const cpu::BnGeometry& geo, const Tensor& x, const Tensor* g, const std::vector<double>& shift,
-            const std::vector<double>& a, const std::vector<double>* b, const std::vector<double>& k, Tensor& y,
-            const ExecContext& ctx) {
+            const std::vector<double>& a, const std::vector<double>* b, const std::vector<double>& k, bool relu,
+            Tensor& y, const ExecContext& ctx) {
   detail::parallel_range(ctx, geo.n * geo.c, plane_grain(geo), [&](std::int64_t p0, std::int64_t p1) {
     CONVGRAPH_ISA_CALL(bn_plane_affine, geo, x.dtype(), x.raw(), g ? g->raw() : nullptr, shift.data(), a.data(),
-                       b ? b->data() : nullptr, k.data(), y.raw(), p0, p1);
+                       b ? b->data() : nullptr, k.data(), relu, y.raw(), p0, p1);
   });
 }
 
@@ -94,7 +94,7 @@ void run_forward(const Op& op, const std::vector<Tensor>& in, Tensor& out, const
     a[c] = in[1].get(static_cast<std::int64_t>(c)) / std::sqrt(var[c] + info.eps);
     k[c] = in[2].get(static_cast<std::int64_t>(c));
   }
-  affine(geo, in[0], nullptr, mean, a, nullptr, k, out, ctx);
+  affine(geo, in[0], nullptr, mean, a, nullptr, k, info.relu, out, ctx);
 }
 
 void run_grad_sums(const Op& op, const std::vector<Tensor>& in, Tensor& out, const ExecContext& ctx) {
@@ -125,7 +125,7 @@ void run_grad_x(const Op& op, const std::vector<Tensor>& in, Tensor& out, const 
     k[c] = -a[c] * in[4].get(ic) / m;
   }
   // bn_plane_affine's a is the coefficient of (x - mean), its b that of gy.
-  affine(geo, in[0], &in[1], mean, bx, &a, k, out, ctx);
+  affine(geo, in[0], &in[1], mean, bx, &a, k, false, out, ctx);
 }
 
 }  // namespace

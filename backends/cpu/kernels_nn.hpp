@@ -30,10 +30,11 @@ struct BnGeometry {
 CONVGRAPH_ISA_DECLARE(void bn_plane_sums(const BnGeometry& geo, DType t, const void* x, const void* g,
                                          const double* shift, double* sums, std::int64_t p0, std::int64_t p1))
 // Per plane p in [p0, p1), channel c = p % C: y = a[c] (x - shift[c]) + b[c] g + k[c]
-// (without g: a[c] (x - shift[c]) + k[c]). Centring first keeps y accurate when |mean| >> std.
+// (without g: a[c] (x - shift[c]) + k[c]), then relu(y) with `relu`. Centring first keeps y
+// accurate when |mean| >> std.
 CONVGRAPH_ISA_DECLARE(void bn_plane_affine(const BnGeometry& geo, DType t, const void* x, const void* g,
                                            const double* shift, const double* a, const double* b,
-                                           const double* k, void* y, std::int64_t p0, std::int64_t p1))
+                                           const double* k, bool relu, void* y, std::int64_t p0, std::int64_t p1))
 }  // namespace cpu
 
 void register_cpu_random_kernels(KernelRegistry& r);

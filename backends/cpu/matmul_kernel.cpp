@@ -1,10 +1,14 @@
-// CPU kernel of matmul (ops/dot.cpp, KernelRegistry key "matmul"): Eigen's GEMM on
-// row-major maps, batched over the broadcast batch axes. Eigen stays inside this file.
+// CPU kernel of matmul (ops/dot.cpp, KernelRegistry key "matmul"), batched over the
+// broadcast batch axes: float32 through the packed, ISA-dispatched sgemm (backends/cpu/
+// sgemm.hpp), other dtypes through Eigen's GEMM on row-major maps (Eigen stays inside this
+// file). Eigen here is compiled for the baseline level and, split into row blocks, ran a
+// dense layer's 64x800x500 product as 64 matrix-vector products at ~2 GFLOP/s.
 #include <Eigen/Core>
 
 #include <algorithm>
 
 #include "backends/cpu/kernels_cpu.hpp"
+#include "backends/cpu/sgemm.hpp"
 #include "convgraph/backends/kernel_registry.hpp"
 #include "ops/kernel_util.hpp"
 #include "ops/matmul_shape.hpp"
@@ -41,6 +45,17 @@ void gemm_batched(const MatmulShape& s, const T* a, const T* b, T* c, const Exec
   if (m * n == 0) return;
   if (k == 0) {
     std::fill(c, c + nb * m * n, T(0));
+    return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    auto one = [&](std::int64_t bi, ThreadPool* pool) {
+      cpu::sgemm(false, false, m, n, k, 1.0f, a + oa[static_cast<std::size_t>(bi)] * m * k, k,
+                 b + ob[static_cast<std::size_t>(bi)] * k * n, n, 0.0f, c + bi * m * n, n, pool);
+    };
+    if (nb == 1) return one(0, ctx.pool);  // sgemm splits one product over the pool itself
+    detail::parallel_range(ctx, nb, 1, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t bi = begin; bi < end; ++bi) one(bi, nullptr);
+    });
     return;
   }
   // Tasks are (batch, block of rows) of about 0.25M multiply-adds each: tiny products stay

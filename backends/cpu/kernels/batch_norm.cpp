@@ -62,9 +62,14 @@ void plane_sums(const T* x, const T* g, T shift, std::int64_t s, double* out) {
 }
 
 template <class T>
-void plane_affine(const T* x, const T* g, T shift, T a, T b, T k, T* y, std::int64_t s) {
+void plane_affine(const T* x, const T* g, T shift, T a, T b, T k, bool relu, T* y, std::int64_t s) {
   if (g)
     for (std::int64_t i = 0; i < s; ++i) y[i] = a * (x[i] - shift) + b * g[i] + k;
+  else if (relu)  // relu's formula (ops/elementwise_table.hpp): NaN becomes 0 as there
+    for (std::int64_t i = 0; i < s; ++i) {
+      const T v = a * (x[i] - shift) + k;
+      y[i] = v > T(0) ? v : T(0);
+    }
   else
     for (std::int64_t i = 0; i < s; ++i) y[i] = a * (x[i] - shift) + k;
 }
@@ -82,13 +87,13 @@ void bn_plane_sums(const BnGeometry& geo, DType t, const void* x, const void* g,
 }
 
 void bn_plane_affine(const BnGeometry& geo, DType t, const void* x, const void* g, const double* shift, const double* a,
-                     const double* b, const double* k, void* y, std::int64_t p0, std::int64_t p1) {
+                     const double* b, const double* k, bool relu, void* y, std::int64_t p0, std::int64_t p1) {
   detail::dispatch_float(t, "batch_norm", [&](auto z) {
     using T = decltype(z);
     for (std::int64_t p = p0; p < p1; ++p) {
       const std::int64_t c = p % geo.c;
       plane_affine(static_cast<const T*>(x) + p * geo.s, g ? static_cast<const T*>(g) + p * geo.s : nullptr,
-                   static_cast<T>(shift[c]), static_cast<T>(a[c]), static_cast<T>(b ? b[c] : 0), static_cast<T>(k[c]),
+                   static_cast<T>(shift[c]), static_cast<T>(a[c]), static_cast<T>(b ? b[c] : 0), static_cast<T>(k[c]), relu,
                    static_cast<T*>(y) + p * geo.s, geo.s);
     }
   });

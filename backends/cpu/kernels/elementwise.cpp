@@ -72,16 +72,23 @@ void ew_binary(detail::BinaryKind k, DType t, const void* xv, bool x_step, const
   });
 }
 
+// A bit mask per element instead of c ? a : b, which g++ compiled to a branch: relu's
+// gradient selects on the sign of its output, which random data mispredicts on every other
+// element (a 2 MiB where took ~9 ms, 20x a pass over memory). The bits are selected as
+// they are, so NaN payloads and signed zeros pass unchanged.
 void ew_select(const bool* c, const void* a, const void* b, void* y, std::int64_t n, bool f64) {
   auto run = [&](auto z) {
-    using T = decltype(z);
-    const T* pa = static_cast<const T*>(a);
-    const T* pb = static_cast<const T*>(b);
-    T* py = static_cast<T*>(y);
-    for (std::int64_t i = 0; i < n; ++i) py[i] = c[i] ? pa[i] : pb[i];
+    using U = decltype(z);
+    const U* pa = static_cast<const U*>(a);
+    const U* pb = static_cast<const U*>(b);
+    U* py = static_cast<U*>(y);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const U m = U(0) - static_cast<U>(c[i]);
+      py[i] = (pa[i] & m) | (pb[i] & ~m);
+    }
   };
-  if (f64) run(double{});
-  else run(float{});
+  if (f64) run(std::uint64_t{});
+  else run(std::uint32_t{});
 }
 
 void ew_float_convert(const void* x, bool from_f64, void* y, std::int64_t n) {

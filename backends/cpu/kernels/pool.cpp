@@ -299,7 +299,11 @@ void grad_row(const Plan<T>& c, const T* x, const T* gy, T* gx, const Cursor& cu
   if (c.p.mode == PoolMode::max) {
     scratch.template find<KW, SW>(c, x, cur);
     T* gxp = gx + cur.pl * (g.d * g.h * g.w);
-    for (std::int64_t j = 0; j < g.ow; ++j) gxp[scratch.at[static_cast<std::size_t>(j)]] += gyr[j];
+    const bool relu = c.p.relu_grad;  // gy lands on the window's maximum: masked unless it is > 0
+    for (std::int64_t j = 0; j < g.ow; ++j) {
+      const auto u = static_cast<std::size_t>(j);
+      gxp[scratch.at[u]] += !relu || scratch.best[u] > T(0) ? gyr[j] : T(0);
+    }
     return;
   }
   T* share = scratch.best.data();
@@ -338,11 +342,11 @@ void zero_owned_rows(const Plan<T>& c, T* gx, const Cursor& cur) {
 /// others own a clipped range; the last one also owns the columns after its window).
 template <class T>
 struct FirstMax {
-  std::vector<T> best;
+  std::vector<T> best, masked;  ///< masked: gy with relu's gradient applied (relu_grad)
   std::vector<std::int32_t> code;
   std::int64_t je;
   explicit FirstMax(const Plan<T>& c)
-      : best(static_cast<std::size_t>(c.g.ow)), code(static_cast<std::size_t>(c.g.ow)) {
+      : best(static_cast<std::size_t>(c.g.ow)), masked(best.size()), code(static_cast<std::size_t>(c.g.ow)) {
     const std::int64_t w = c.g.w, s = c.s;
     const std::int64_t whole = w + c.pad >= s ? (w + c.pad - s) / s + 1 : 0;  // j*s - pad + s <= w
     je = c.j1 < whole ? c.j1 : whole;
@@ -458,6 +462,12 @@ void max_grad_row_disjoint(const Plan<T>& c, const T* x, const T* gy, T* gx, con
     return nans;
   };
   if (find.template operator()<false, KW, SW>()) find.template operator()<true, 0, 0>();
+  if (p.relu_grad) {  // where(x > 0, gx, 0): gy lands on its window's maximum
+    T* masked = f.masked.data();
+    const T* best = f.best.data();
+    for (std::int64_t j = 0; j < g.ow; ++j) masked[j] = keep_or_zero(gyr[j], best[j] > T(0));
+    gyr = masked;
+  }
   // 2. Every owned input row, written once.
   auto owned = [&](int axis, std::int64_t o, std::int64_t outs, std::int64_t n) {
     const std::int64_t lo = o * p.stride[axis] - p.pad[axis], hi = lo + p.stride[axis];
