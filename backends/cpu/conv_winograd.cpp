@@ -1,5 +1,6 @@
-// "cpu.winograd": Winograd F(4x4, 3x3) for 2D 3x3 stride-1 convolutions, all three
-// directions, float32. The kernels (and why F(4x4, 3x3)) are in kernels/winograd.cpp,
+// "cpu.winograd": Winograd F(4x4, 3x3) for 2D 3x3 stride-1 convolutions and 3D ones with
+// 3x3 stride 1 on height and width (any depth kernel, stride, dilation: the depth taps are
+// channels), all three directions, float32. The kernels (and why F(4x4, 3x3)) are in kernels/winograd.cpp,
 // compiled once per CPU level.
 //
 // Dilation d (per axis) splits the convolution into d0 x d1 undilated ones on strided
@@ -125,14 +126,20 @@ class WinogradConv final : public ConvAlgorithm {
   std::vector<std::string> tags() const override { return {"conv_winograd", "fast_run"}; }
 
   Status applicable(const ConvProblem& p) const override {
-    if (p.ndim != 2) return Status::no(msg("cpu.winograd: ", p.ndim, " spatial axes (2D only)"));
+    if (p.ndim < 2)
+      return Status::no(msg("cpu.winograd: ", p.ndim, " spatial axis (2D, or 3D with 3x3 on height and width)"));
+    const int a = p.ndim - 2;  // the height axis; a 3D problem's depth taps are channels
     if (p.dtype != DType::float32 || p.compute != DType::float32)
       return Status::no(msg("cpu.winograd: dtype ", dtype_name(p.dtype), "/", dtype_name(p.compute),
                             " (float32 only)"));
-    if (p.kernel[0] != 3 || p.kernel[1] != 3)
-      return Status::no(msg("cpu.winograd: kernel ", p.kernel[0], "x", p.kernel[1], " (3x3 only)"));
-    if (p.stride[0] != 1 || p.stride[1] != 1)
-      return Status::no(msg("cpu.winograd: stride ", p.stride[0], "x", p.stride[1], " (stride 1 only)"));
+    if (p.kernel[a] != 3 || p.kernel[a + 1] != 3)
+      return Status::no(msg("cpu.winograd: kernel ", p.kernel[a], "x", p.kernel[a + 1], " on height and width (3x3 only)"));
+    if (p.stride[a] != 1 || p.stride[a + 1] != 1)
+      return Status::no(msg("cpu.winograd: stride ", p.stride[a], "x", p.stride[a + 1],
+                            " on height and width (stride 1 only)"));
+    if (p.ndim == 3 && (p.dilation[1] != 1 || p.dilation[2] != 1))
+      return Status::no(msg("cpu.winograd: 3D dilation ", p.dilation[1], "x", p.dilation[2],
+                            " on height and width (dilation 1 only in 3D)"));
     if (dilated(p)) {
       const DilatedPlan pl = dilated_plan(p, dilation_phases(p));
       if (!pl.why.empty()) return Status::no(pl.why);
@@ -144,7 +151,7 @@ class WinogradConv final : public ConvAlgorithm {
   }
 
   std::size_t workspace_bytes(const ConvProblem& p) const override {
-    if (p.ndim != 2) return 0;
+    if (p.ndim < 2) return 0;
     if (dilated(p)) return dilated_plan(p, dilation_phases(p)).total;
     return CONVGRAPH_ISA_ANY(winograd_workspace_bytes)(p);  // the same at every level
   }
@@ -163,11 +170,13 @@ class WinogradConv final : public ConvAlgorithm {
     }
     const bool gw = p.direction == ConvDirection::grad_weights, gi = p.direction == ConvDirection::grad_inputs;
     const Axes3& image = gi ? p.in : p.out;
-    const std::int64_t tiles = ((image[0] + 3) / 4) * ((image[1] + 3) / 4) * p.N;
-    const std::int64_t c_in = gi ? p.Kg() : p.Cg();
+    const int a = p.ndim - 2;
+    const std::int64_t kd = a ? p.kernel[0] : 1;  // 3D: the depth taps are channels, V transformed kd times
+    const std::int64_t tiles = ((image[a] + 3) / 4) * ((image[a + 1] + 3) / 4) * p.N * (a ? image[0] : 1);
+    const std::int64_t c_in = (gi ? p.Kg() : p.Cg()) * kd;
     const std::int64_t c_out = gi ? p.Cg() : p.Kg();
     const double gemm = 2.0 * 36 * static_cast<double>(tiles) * static_cast<double>(c_in * c_out * p.G);
-    const double elements = 36.0 * static_cast<double>(tiles) * static_cast<double>(p.C + p.K);
+    const double elements = 36.0 * static_cast<double>(tiles) * static_cast<double>((c_in + c_out) * p.G);
     const double flops = m.flops_per_s();
     const double eff = gw ? gemm_efficiency(c_out, c_in, tiles) : gemm_efficiency(c_out, tiles, c_in);
     return gemm / (flops * eff) + 16 * elements / (flops * 0.2) +
@@ -182,7 +191,7 @@ class WinogradConv final : public ConvAlgorithm {
   }
 
  private:
-  static bool dilated(const ConvProblem& p) { return p.dilation[0] != 1 || p.dilation[1] != 1; }
+  static bool dilated(const ConvProblem& p) { return p.ndim == 2 && (p.dilation[0] != 1 || p.dilation[1] != 1); }
 
   static void run_dilated(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) {
     const std::vector<Phase> phases = dilation_phases(p);

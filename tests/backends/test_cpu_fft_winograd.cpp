@@ -306,6 +306,14 @@ TEST_CASE("cpu.winograd F(4x4,3x3) matches the reference within the fp32 bound",
     check_winograd({.x = {2, 2, 7, 5}, .w = {3, 2, 3, 3}, .dilation = {3, 2}, .border = BorderMode("valid"), .flip = flip}, 5e-5);
     // ... and outputs whose phase has no inputs (they read only padding).
     check_winograd({.x = {1, 2, 1, 5}, .w = {2, 2, 3, 3}, .dilation = {3, 1}, .border = BorderMode({{4, 2}, {1, 1}}), .flip = flip}, 5e-5);
+    // 3D: the depth taps are channels; depth stride, dilation, padding (planes of padding),
+    // groups, a 1x3x3 kernel, and a depth kernel deeper than the input.
+    check_winograd({.x = {2, 3, 5, 9, 10}, .w = {4, 3, 3, 3, 3}, .border = BorderMode(1), .flip = flip}, 5e-5);
+    check_winograd({.x = {1, 4, 9, 7, 6}, .w = {6, 2, 2, 3, 3}, .stride = {2, 1, 1}, .dilation = {3, 1, 1},
+                    .border = BorderMode({{2, 1}, {1, 1}, {0, 2}}), .groups = 2, .flip = flip}, 5e-5);
+    check_winograd({.x = {2, 2, 3, 6, 5}, .w = {3, 2, 1, 3, 3}, .border = BorderMode({{0, 0}, {1, 1}, {1, 1}}), .flip = flip}, 5e-5);
+    check_winograd({.x = {1, 2, 2, 5, 5}, .w = {2, 2, 5, 3, 3}, .stride = {3, 1, 1}, .border = BorderMode({{3, 2}, {0, 0}, {2, 1}}),
+                    .flip = flip}, 5e-5);
   }
   check_winograd({.x = {2, 64, 28, 28}, .w = {32, 64, 3, 3}, .border = BorderMode(1)}, 5e-5);
   // One image, one block: the output channels are split across tasks.
@@ -324,6 +332,10 @@ TEST_CASE("cpu.winograd declines what it does not do", "[cpu][winograd]") {
   CHECK(reason({.x = {1, 2, 9, 9}, .w = {2, 2, 3, 3}, .stride = {2, 2}, .dtype = DType::float32}).find("stride") != std::string::npos);
   CHECK(reason({.x = {1, 2, 9, 9}, .w = {2, 2, 5, 5}, .dtype = DType::float32}).find("5x5") != std::string::npos);
   CHECK(reason({.x = {1, 2, 9}, .w = {2, 2, 3}, .dtype = DType::float32}).find("2D") != std::string::npos);
+  CHECK(reason({.x = {1, 2, 4, 9, 9}, .w = {2, 2, 3, 3, 3}, .dilation = {1, 1, 2}, .dtype = DType::float32})
+            .find("3D dilation 1x2") != std::string::npos);
+  CHECK(reason({.x = {1, 2, 4, 9, 9}, .w = {2, 2, 3, 3, 3}, .stride = {1, 2, 1}, .dtype = DType::float32})
+            .find("stride 2x1") != std::string::npos);
   ConvProblem dil = make({.dir = ConvDirection::grad_weights, .x = {2, 4, 9, 9}, .w = {4, 4, 3, 3}, .dilation = {1, 2},
                           .dtype = DType::float32});
   dil.workspace_limit = 256;  // below its gathered sub-images

@@ -1,5 +1,6 @@
-// "cpu.winograd": Winograd F(4x4, 3x3) for 2D 3x3 stride-1 convolutions, all three
-// directions, float32 (grad_weights: its own engine, at the end of this file).
+// "cpu.winograd": Winograd F(4x4, 3x3) for 2D 3x3 stride-1 convolutions and 3D kd x 3 x 3
+// ones (the depth taps as channels, see Job), all three directions, float32
+// (grad_weights: its own engine, at the end of this file).
 //
 // Why F(4x4, 3x3): it needs 36 multiplies per 16 outputs (4x fewer than direct; F(2x2)
 // saves 2.25x) and its fp32 error is still small. Error bound, max |err| / max |ref|
@@ -105,14 +106,21 @@ int max_slots() {
 }
 
 // ---------------------------------------------------------------------------------------
-// The problem as a forward job: src (N, Cin, H, W) -> dst (N, Cout, OH, OW).
+// The problem as a forward job: src (N, Cin, [Ds,] H, W) -> dst (N, Cout, [Dd,] OH, OW).
+//
+// 3D (kd x 3 x 3, any depth stride, dilation and padding): the depth taps are extra
+// channels. GEMM channel ci = c * kd + t of image (n, depth m) is source channel c's plane
+// at the depth tap t reads (a plane of padding when outside), so the engine sums over the
+// taps as over channels, every direction unchanged. 2D is kd = Ds = Dd = 1.
 
 struct Job {
   bool grad = false;  ///< grad_inputs: src = dy, dst = dx
-  i64 N = 0, G = 1, Ci = 0, Co = 0;    ///< channels per group in and out
+  i64 N = 0, G = 1, Ci = 0, Co = 0;    ///< channels per group in (times kd) and out
   i64 H = 0, W = 0, OH = 0, OW = 0;
+  i64 kd = 1, Ds = 1, Dd = 1;          ///< depth taps, source and destination depths
+  i64 sd = 1, dd = 1, pd = 0;          ///< depth stride, dilation, front padding
   i64 pt = 0, pl = 0;                  ///< top/left padding (may be negative)
-  i64 th = 0, tw = 0, rows = 0;        ///< tiles per column/row, tile rows N*th
+  i64 th = 0, tw = 0, rows = 0;        ///< tiles per column/row, tile rows N*Dd*th
   i64 R = 1, blocks = 1;               ///< tile rows per block, block count
   i64 tbp = 16, ts = 32;               ///< lanes per block (multiple of 16), V/M row stride
   i64 kop = 0;                         ///< Co rounded up to kMR
@@ -125,13 +133,18 @@ struct Job {
   explicit Job(const ConvProblem& p) {
     grad = p.direction == ConvDirection::grad_inputs;
     N = p.N, G = p.G;
-    Ci = grad ? p.Kg() : p.Cg();
+    const int a = p.ndim - 2;  // the height axis
+    if (a == 1) {
+      kd = p.kernel[0], sd = p.stride[0], dd = p.dilation[0], pd = p.pad_pre[0];
+      Ds = grad ? p.out[0] : p.in[0], Dd = grad ? p.in[0] : p.out[0];
+    }
+    Ci = (grad ? p.Kg() : p.Cg()) * kd;
     Co = grad ? p.Cg() : p.Kg();
-    H = grad ? p.out[0] : p.in[0], W = grad ? p.out[1] : p.in[1];
-    OH = grad ? p.in[0] : p.out[0], OW = grad ? p.in[1] : p.out[1];
-    pt = grad ? 2 - p.pad_pre[0] : p.pad_pre[0];
-    pl = grad ? 2 - p.pad_pre[1] : p.pad_pre[1];
-    th = (OH + 3) / 4, tw = (OW + 3) / 4, rows = N * th;
+    H = grad ? p.out[a] : p.in[a], W = grad ? p.out[a + 1] : p.in[a + 1];
+    OH = grad ? p.in[a] : p.out[a], OW = grad ? p.in[a + 1] : p.out[a + 1];
+    pt = grad ? 2 - p.pad_pre[a] : p.pad_pre[a];
+    pl = grad ? 2 - p.pad_pre[a + 1] : p.pad_pre[a + 1];
+    th = (OH + 3) / 4, tw = (OW + 3) / 4, rows = N * Dd * th;
     slots = max_slots();
     kop = round_up(Co, kMR);
     Q = round_up(tw, 16) + 16;
@@ -142,6 +155,25 @@ struct Job {
       R = 1, blocks = rows, tbp = round_up(tw, 16);
       layout();
     }
+  }
+
+  /// The source plane of GEMM channel ci for image img (n * Dd + m) of group gr; nullptr
+  /// for a plane of padding. forward: depth m * sd + t * dd - pd; grad_inputs: the output
+  /// depth z with z * sd + t * dd - pd = m.
+  const float* src_plane(const float* src, i64 img, i64 gr, i64 ci) const {
+    const i64 n = img / Dd, m = img % Dd, c = ci / kd, t = ci % kd;
+    i64 z = grad ? m + pd - t * dd : m * sd + t * dd - pd;
+    if (grad) {
+      if (z < 0 || z % sd != 0) return nullptr;
+      z /= sd;
+    }
+    if (z < 0 || z >= Ds) return nullptr;
+    return src + ((n * G + gr) * (Ci / kd) + c) * Ds * H * W + z * H * W;
+  }
+  /// The destination plane of channel co for image img (for grad_weights: dy's plane).
+  template <class T>
+  T* dst_plane(T* dst, i64 img, i64 gr, i64 co) const {
+    return dst + (((img / Dd) * G + gr) * Co + co) * Dd * OH * OW + (img % Dd) * OH * OW;
   }
 
   void layout() {
@@ -217,9 +249,11 @@ void transform_filters(const ConvProblem& p, const Job& j, const float* w, float
               for (int tap = 0; tap < 9; ++tap) g[tap][lane] = 0.0f;
               continue;
             }
-            // forward: w[k = gr*Kg + co][c = ci]; grad_inputs: w[k = gr*Kg + ci][c = co].
-            const i64 k = gr * Kg + (j.grad ? ci : co), c = j.grad ? co : ci;
-            const float* wk = w + (k * Cg + c) * 9;
+            // forward: w[k = gr*Kg + co][c = ci]; grad_inputs: w[k = gr*Kg + ci][c = co]; 3D:
+            // depth slice t (reversed when flipping, as the taps are on the other axes).
+            const i64 cc = ci / j.kd, t = p.flip ? j.kd - 1 - ci % j.kd : ci % j.kd;
+            const i64 k = gr * Kg + (j.grad ? cc : co), c = j.grad ? co : cc;
+            const float* wk = w + ((k * Cg + c) * j.kd + t) * 9;
             for (int tap = 0; tap < 9; ++tap) g[tap][lane] = wk[rot ? 8 - tap : tap];
           }
         for (int v = 0; v < kMR; ++v) {
@@ -301,7 +335,7 @@ struct LineCache {
   i64 row[kAlpha] = {};
 
   const float* get(const float* pl, i64 y, const Job& j) {
-    if (y < 0 || y >= j.H) return zeros;
+    if (pl == nullptr || y < 0 || y >= j.H) return zeros;
     const auto slot = static_cast<std::size_t>(y % kAlpha);
     float* ph = lines + static_cast<i64>(slot) * 4 * j.Q;
     if (plane[slot] != pl || row[slot] != y) {
@@ -441,7 +475,6 @@ void run_winograd(const ConvProblem& p, const ConvTensors& t, const ConvContext&
   ThreadPool* pool = ctx.pool;
   transform_filters(p, j, static_cast<const float*>(t.w), U, pool);
 
-  const i64 Cin = j.G * j.Ci, Cout = j.G * j.Co;
   // Few blocks (small batch and image): also split the output channels over tasks, each
   // repeating its block's input transform, so every thread has work.
   const i64 nchunks = (j.kop / kMR + kChunkKb - 1) / kChunkKb;
@@ -468,9 +501,7 @@ void run_winograd(const ConvProblem& p, const ConvTensors& t, const ConvContext&
         for (i64 ci = 0; ci < j.Ci; ++ci)
           for (i64 r = r0; r < r1; ++r) {
             if (r == r0) std::fill(std::begin(cache.plane), std::end(cache.plane), nullptr);
-            const i64 n = r / j.th, ty = r % j.th;
-            const float* plane = src + (n * Cin + gr * j.Ci + ci) * j.H * j.W;
-            input_row(plane, j, ty, cache, V + ci * j.ts, j.ve, (r - r0) * j.tw);
+            input_row(j.src_plane(src, r / j.th, gr, ci), j, r % j.th, cache, V + ci * j.ts, j.ve, (r - r0) * j.tw);
           }
         // 2. + 3. per chunk of output channels: the 36 GEMMs, then the output transform
         // while that chunk of M is still in cache.
@@ -481,13 +512,12 @@ void run_winograd(const ConvProblem& p, const ConvTensors& t, const ConvContext&
             gemm_e(j, U + (gr * kE + e) * j.kop * j.Ci, V + e * j.ve, M + e * j.me, kb0, kb1);
           for (i64 co = kb0 * kMR; co < std::min(j.Co, kb1 * kMR); ++co)
             for (i64 r = r0; r < r1; ++r) {
-              const i64 n = r / j.th, ty = r % j.th;
-              float* plane = dst + (n * Cout + gr * j.Co + co) * j.OH * j.OW;
+              const i64 ty = r % j.th;
+              float* plane = j.dst_plane(dst, r / j.th, gr, co);
               output_row(M + (co - kb0 * kMR) * j.ts, j.me, (r - r0) * j.tw, j, ty, plane);
               if (!j.grad && !t.epilogue.empty()) {  // the fused epilogue on the rows just written
                 const i64 y0 = 4 * ty * j.OW, len = std::min<i64>(4, j.OH - 4 * ty) * j.OW;
-                conv_epilogue_run(t.epilogue, plane + y0, (n * Cout + gr * j.Co + co) * j.OH * j.OW + y0,
-                                  gr * j.Co + co, len);
+                conv_epilogue_run(t.epilogue, plane + y0, (plane - dst) + y0, gr * j.Co + co, len);
               }
             }
         }
@@ -596,7 +626,8 @@ void grad_output_row(const float* plane, const Job& j, i64 ty, float* lines, con
   }
 }
 
-/// dw[gr*Co + co][ci][3x3] = G^T S[gr][.][co][ci] G, 16 input channels per vector.
+/// dw[gr*Co + co][ci][3x3] = G^T S[gr][.][co][ci] G, 16 input channels per vector (3D:
+/// ci = c * kd + t is dw[..][c][t], reversed in t when flipping).
 void inverse_filters(const ConvProblem& p, const Job& j, const float* S, float* dw, i64 gr, i64 co) {
   for (i64 c0 = 0; c0 < j.Ci; c0 += 16) {
     const i64 n = std::min<i64>(16, j.Ci - c0);
@@ -613,9 +644,11 @@ void inverse_filters(const ConvProblem& p, const Job& j, const float* S, float* 
       gt6(col, o);
       for (int b0 = 0; b0 < 3; ++b0) store(g[b0 * 3 + b1], o[b0]);
     }
-    float* out = dw + ((gr * j.Co + co) * j.Ci + c0) * 9;
-    for (i64 l = 0; l < n; ++l)
-      for (int tap = 0; tap < 9; ++tap) out[l * 9 + (p.flip ? 8 - tap : tap)] = g[tap][l];
+    for (i64 l = 0; l < n; ++l) {
+      const i64 ci = c0 + l, t = ci % j.kd;
+      float* out = dw + ((gr * j.Co + co) * j.Ci + ci - t + (p.flip ? j.kd - 1 - t : t)) * 9;
+      for (int tap = 0; tap < 9; ++tap) out[p.flip ? 8 - tap : tap] = g[tap][l];
+    }
   }
 }
 
@@ -630,7 +663,7 @@ void run_grad_weights(const ConvProblem& p, const ConvTensors& t, const ConvCont
   const auto* x = static_cast<const float*>(t.x);
   const auto* dy = static_cast<const float*>(t.y);
   ThreadPool* pool = ctx.pool;
-  const i64 Cin = j.G * j.Ci, Cout = j.G * j.Co, nx = j.G * j.Ci, ntasks = nx + j.G * j.Co;
+  const i64 nx = j.G * j.Ci, ntasks = nx + j.G * j.Co;
   const i64 used = std::min<i64>({j.slots, ntasks, pool ? pool->size() : 1});
   auto parallel = [&](i64 n, const std::function<void(i64, i64)>& body) {
     if (pool && n > 1) pool->parallel_for(n, body, 1);
@@ -652,13 +685,12 @@ void run_grad_weights(const ConvProblem& p, const ConvTensors& t, const ConvCont
           const bool in = task < nx;
           const i64 c = in ? task : task - nx, per = in ? j.Ci : j.Co, gr = c / per, ch = c % per;
           for (i64 r = r0; r < r1; ++r) {
-            const i64 n = r / j.th, ty = r % j.th, base = (r - r0) * j.tw;
+            const i64 img = r / j.th, ty = r % j.th, base = (r - r0) * j.tw;
             if (in)
-              input_row(x + (n * Cin + gr * j.Ci + ch) * j.H * j.W, j, ty, cache, V + gr * kE * g.ve + ch * g.ld,
-                        g.ve, base);
+              input_row(j.src_plane(x, img, gr, ch), j, ty, cache, V + gr * kE * g.ve + ch * g.ld, g.ve, base);
             else
-              grad_output_row(dy + (n * Cout + gr * j.Co + ch) * j.OH * j.OW, j, ty, lines, cache.zeros,
-                              D + gr * kE * g.de + ch * g.ld, g.de, base);
+              grad_output_row(j.dst_plane(dy, img, gr, ch), j, ty, lines, cache.zeros, D + gr * kE * g.de + ch * g.ld,
+                              g.de, base);
           }
         }
       }

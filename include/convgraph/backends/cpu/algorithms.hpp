@@ -20,7 +20,8 @@ std::shared_ptr<const ConvAlgorithm> make_cpu_corrmm_algorithm();
 /// "cpu.direct": register-blocked direct loops, no workspace,
 /// tags {"conv_direct", "fast_run", "fast_compile"}.
 std::shared_ptr<const ConvAlgorithm> make_cpu_direct_algorithm();
-/// "cpu.winograd": F(4x4, 3x3) for 2D 3x3 stride-1 forward and grad inputs, float32,
+/// "cpu.winograd": F(4x4, 3x3) for 3x3 stride-1 convolutions on height and width (2D, any
+/// dilation; 3D, any depth kernel/stride/dilation), every direction, float32,
 /// tags {"conv_winograd", "fast_run"}.
 std::shared_ptr<const ConvAlgorithm> make_cpu_winograd_algorithm();
 /// "cpu.fft": FFT convolution, stride 1, any rank/dilation/padding/groups/direction,
