@@ -304,7 +304,7 @@ class FusedRunner {
       const i64 grp = i / parts, part = i % parts;
       const i64 n0 = g_.N * part / parts, n1 = g_.N * (part + 1) / parts;
       const Source src{&g_, image(n0, grp), g_.C * g_.in_numel};
-      const PanelSource ps{&Source::pack_positions, &src};
+      const PanelSource ps{nullptr, &src, &Source::rows};
       SgemmExt ext;
       ext.batch = n1 - n0;
       ext.a_stride = g_.K * P_;
@@ -380,9 +380,11 @@ class FusedRunner {
       const auto* s = static_cast<const Source*>(ctx);
       im2col_pack(*s->g, s->x + b * s->stride, k0, kc, j0, n, nr, dst);
     }
-    static void pack_positions(const void* ctx, i64 b, i64 k0, i64 kc, i64 j0, i64 n, int nr, float* dst) {
+    /// Grad weights' op(B) = im2col^T, given as im2col rows j0..j0+n over positions
+    /// k0..k0+kc (contiguous copies; the GEMM's packer transposes them).
+    static void rows(const void* ctx, i64 b, i64 k0, i64 kc, i64 j0, i64 n, float* dst) {
       const auto* s = static_cast<const Source*>(ctx);
-      im2col_pack_t(*s->g, s->x + b * s->stride, k0, kc, j0, n, nr, dst);
+      im2col_pack_t(*s->g, s->x + b * s->stride, k0, kc, j0, n, 1, dst);
     }
   };
   /// The forward epilogue on a finished C tile: y holds output channels k0.. of one image.

@@ -32,10 +32,15 @@ void sgemm(bool transA, bool transB, std::int64_t M, std::int64_t N, std::int64_
 /// pack(ctx, b, k0, kc, j0, n, nr, dst) writes depth k0..k0+kc, columns j0..j0+n of op(B)
 /// of batch element b as the driver's packed slivers: sliver q (columns j0 + q*nr ...) at
 /// dst + q*kc*nr, its element (k, j) at [k*nr + j], zero for the columns past n.
+/// A source whose natural order is by column gives `rows` instead (pack == nullptr): it
+/// writes those n columns as rows of kc floats (dst[j*kc + k]), at most one sliver's worth
+/// at a time, and the driver's own transposing packer makes the slivers from them.
 struct PanelSource {
   void (*pack)(const void* ctx, std::int64_t b, std::int64_t k0, std::int64_t kc, std::int64_t j0,
                std::int64_t n, int nr, float* dst);
   const void* ctx;
+  void (*rows)(const void* ctx, std::int64_t b, std::int64_t k0, std::int64_t kc, std::int64_t j0,
+               std::int64_t n, float* dst) = nullptr;
 };
 
 /// fn(ctx, i0, i1, j0, j1): rows [i0, i1) x columns [j0, j1) of C are final. Called once per

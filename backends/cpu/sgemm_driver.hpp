@@ -88,9 +88,10 @@ class Scratch {
   std::size_t bytes_ = 0;
 };
 
-/// Slot 0: a thread's A sliver; 1: a thread's B block; 2: the caller's fully packed B.
+/// Slot 0: a thread's A sliver; 1: a thread's B block; 2: the caller's fully packed B;
+/// 3: one sliver of a B source's rows (PanelSource::rows).
 inline float* scratch(int slot, std::int64_t floats) {
-  thread_local Scratch buffers[3];
+  thread_local Scratch buffers[4];
   return buffers[slot].get(floats);
 }
 
@@ -177,7 +178,20 @@ void run_sgemm(const GemmArgs& g, ThreadPool* pool) {
   // Packs columns j0..j0+n of op(B) of batch element b: from the source, or the stored B.
   auto pack_b = [&](std::int64_t b, std::int64_t p0, std::int64_t kc, std::int64_t j0, std::int64_t n,
                     float* dst) {
-    if (g.bsrc != nullptr) return g.bsrc->pack(g.bsrc->ctx, b, p0, kc, j0, n, NR, dst);
+    if (g.bsrc != nullptr && g.bsrc->pack != nullptr) return g.bsrc->pack(g.bsrc->ctx, b, p0, kc, j0, n, NR, dst);
+    if (g.bsrc != nullptr) {  // rows from the source, a sliver at a time (they stay in L1)
+      float* rows = scratch(3, kc * NR);
+      GemmArgs gt = g;
+      gt.tb = true;
+      gt.B = rows;
+      gt.ldb = kc;
+      for (std::int64_t q = 0; q * NR < n; ++q) {
+        const std::int64_t m = std::min<std::int64_t>(NR, n - q * NR);
+        g.bsrc->rows(g.bsrc->ctx, b, p0, kc, j0 + q * NR, m, rows);
+        Isa::pack_b_panel(gt, 0, kc, 0, m, dst + q * kc * NR);
+      }
+      return;
+    }
     GemmArgs gb = g;
     gb.B += b * g.b_stride;
     Isa::pack_b_panel(gb, p0, kc, j0, n, dst);
