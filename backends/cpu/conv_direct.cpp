@@ -45,7 +45,7 @@ class DirectAlgorithm final : public ConvAlgorithm {
     if (const KvecPlan pl(p); pl.usable) {
       const double reduction = static_cast<double>(pl.nsrc * pl.taps);
       const double lanes = static_cast<double>(pl.ndst) / static_cast<double>((pl.ndst + 15) / 16 * 16);
-      const double eff = 0.8 * lanes * reduction / (reduction + 16);
+      const double eff = 0.9 * lanes * reduction / (reduction + 48);
       const double traffic = 2.0 * static_cast<double>(pl.workspace) + operand_bytes(p);
       return p.flops() / (peak * eff) + traffic / m.bytes_per_s() + kConvCallSeconds;
     }

@@ -55,6 +55,9 @@ struct KvecPlan {
     if (ndst < kKvecMinChannels) return;
     ker = g.ker, dil = g.dil;
     taps = g.ker_numel;
+    // A 1x1 filter is a plain GEMM (cpu.corrmm needs no column matrix for it), 2-4x faster
+    // than this path, whose per-output transposed store is then amortised over few taps.
+    if (taps == 1) return;
     for (std::size_t a = 0; a < 3; ++a) {
       if (grad_inputs) {
         if (g.stride[a] != 1) return;  // strided grad inputs keep the row engine's phases

@@ -93,13 +93,14 @@ TEST_CASE("cost model: picks what the standard layers' timings favour", "[optimi
     CHECK(cheapest(problem(dir, {8, 64, 56, 56}, {64, 64, 3, 3}, 1, 1)) == "cpu.winograd");
     CHECK(cheapest(problem(dir, {8, 128, 28, 28}, {128, 128, 3, 3}, 1, 1)) == "cpu.winograd");
   }
-  // No Winograd grad weights: im2col+GEMM.
-  CHECK(cheapest(problem(D::grad_weights, {8, 64, 56, 56}, {64, 64, 3, 3}, 1, 1)) == "cpu.corrmm");
+  // 3x3 grad weights: the channel-vectorised direct kernel (no column matrix).
+  CHECK(cheapest(problem(D::grad_weights, {8, 64, 56, 56}, {64, 64, 3, 3}, 1, 1)) == "cpu.direct");
   // 1x1 layers need no column matrix: GEMM.
   for (D dir : {D::forward, D::grad_inputs, D::grad_weights})
     CHECK(cheapest(problem(dir, {8, 64, 56, 56}, {256, 64, 1, 1})) == "cpu.corrmm");
-  // Strided 7x7 stem: GEMM; depthwise: the depthwise kernel.
-  CHECK(cheapest(problem(D::forward, {8, 3, 224, 224}, {64, 3, 7, 7}, 2, 3)) == "cpu.corrmm");
+  // Strided 7x7 stem (C = 3): the channel-vectorised direct kernel; depthwise: the
+  // depthwise kernel.
+  CHECK(cheapest(problem(D::forward, {8, 3, 224, 224}, {64, 3, 7, 7}, 2, 3)) == "cpu.direct");
   for (D dir : {D::forward, D::grad_inputs, D::grad_weights})
     CHECK(cheapest(problem(dir, {8, 64, 56, 56}, {64, 1, 3, 3}, 1, 1, 64)) == "cpu.depthwise");
   // The reason names the pick and every other candidate with its estimate.
@@ -136,7 +137,7 @@ TEST_CASE("cost model: fast_run lowers by it; excluding conv_cost_model or inclu
   CHECK(lowered(Mode::fast_run().excluding("conv_cost_model"), x, w, half) == "cpu.corrmm");
   // An explicitly included tag is the user's choice: it goes first, as in Theano.
   CHECK(lowered(Mode::fast_run().including("conv_fft"), x, w, half) == "cpu.fft");
-  CHECK(lowered(Mode::fast_run().excluding("conv_winograd"), x, w, half) == "cpu.corrmm");
+  CHECK(lowered(Mode::fast_run().excluding("conv_winograd"), x, w, half) == "cpu.direct");
   // describe() says how the choice was made.
   Var xv = input(DType::float32, x, "x"), wv = input(DType::float32, w, "w");
   Function f = compile({xv, wv}, {conv2d(xv, wv, half)}, Mode::fast_run());

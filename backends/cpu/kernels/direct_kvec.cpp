@@ -43,6 +43,7 @@ constexpr int kP = static_cast<int>(kKvecTileRows);
 constexpr int kBlock = kL * kNK;  // destination channels per block (divides kKvecMaxBlock)
 constexpr int kTiles = 8;         // tiles per work unit, sharing each weight chunk in L1
 constexpr i64 kChunkBytes = 24 * 1024;  // weights per source-channel chunk (L1)
+constexpr i64 kChunkPages = 32;         // source channels per chunk when planes exceed a page
 constexpr i64 kChunkPixels = 96;        // grad weights: dy pixels transposed at a time (L1)
 using vkf = float __attribute__((vector_size(kL * sizeof(float))));
 static_assert(kKvecMaxBlock % kBlock == 0);
@@ -177,10 +178,27 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
 
   const i64 pixels = pl.N * pl.dst_numel;
   const i64 src_channels = Q * p.G;
-  // (o0, o1, o2) of flat pixel index r of one image -> offset of its first tap in the source.
-  auto pixel_base = [&](i64 r) {
-    const i64 o2 = r % pl.dst[2], o1 = r / pl.dst[2] % pl.dst[1], o0 = r / pl.dst[2] / pl.dst[1];
-    return (o0 * pl.stride[0] * pl.padded[1] + o1 * pl.stride[1]) * pl.padded[2] + o2 * pl.stride[2];
+  // Walks flat pixels (image n, position r = (o0, o1, o2)) without divisions, which would
+  // cost as much as a small layer's arithmetic; `base` is the source offset of the
+  // pixel's first tap within its image.
+  struct PixelWalk {
+    const KvecPlan& pl;
+    i64 n, r, o0, o1, o2;
+    PixelWalk(const KvecPlan& plan, i64 pix) : pl(plan), n(pix / plan.dst_numel), r(pix % plan.dst_numel) {
+      o2 = r % pl.dst[2], o1 = r / pl.dst[2] % pl.dst[1], o0 = r / pl.dst[2] / pl.dst[1];
+    }
+    i64 base() const {
+      return (o0 * pl.stride[0] * pl.padded[1] + o1 * pl.stride[1]) * pl.padded[2] + o2 * pl.stride[2];
+    }
+    void next() {
+      ++r;
+      if (++o2 < pl.dst[2]) return;
+      o2 = 0;
+      if (++o1 < pl.dst[1]) return;
+      o1 = 0;
+      if (++o0 < pl.dst[0]) return;
+      o0 = 0, r = 0, ++n;
+    }
   };
 
   if (pl.grad_weights) {
@@ -209,10 +227,10 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
           std::fill(part, part + ntr * tile_floats, 0.0f);
         for (i64 c0 = lo; c0 < hi; c0 += kChunkPixels) {
           const i64 m = std::min(kChunkPixels, hi - c0);
-          for (i64 j = 0; j < m; ++j) {
-            const i64 n = (c0 + j) / pl.dst_numel, r = (c0 + j) % pl.dst_numel;
-            dy_off[j] = n * g.K * pl.dst_numel + r;
-            x_off[j] = n * src_channels * pl.padded_numel + pixel_base(r);
+          PixelWalk at(pl, c0);
+          for (i64 j = 0; j < m; ++j, at.next()) {
+            dy_off[j] = at.n * g.K * pl.dst_numel + at.r;
+            x_off[j] = at.n * src_channels * pl.padded_numel + at.base();
           }
           const float* dyk = static_cast<const float*>(t.y) + (grp * pl.ndst + d0) * pl.dst_numel;
           for (i64 dd = 0; dd < nk * kL; ++dd) {
@@ -251,11 +269,16 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
 
   const i64 unit_pixels = kTiles * kP;
   const i64 ngroups = (pixels + unit_pixels - 1) / unit_pixels;
-  const i64 qc = std::max<i64>(1, kChunkBytes / (T * kBlock * static_cast<i64>(sizeof(float))));
+  // Source channels per chunk: the chunk's weights stay in L1, and a tile's broadcasts
+  // touch at most kChunkPages pages (one per channel once planes exceed a page), so the
+  // DTLB holds them (1x1 layers on 56x56 planes ran 3x slower without this cap).
+  i64 qc = std::max<i64>(1, kChunkBytes / (T * kBlock * static_cast<i64>(sizeof(float))));
+  if (pl.padded_numel * static_cast<i64>(sizeof(float)) > 4096) qc = std::min(qc, kChunkPages);
   const i64 dst_channels = pl.grad_inputs ? g.C : g.K;
   auto* dst = static_cast<float*>(pl.grad_inputs ? t.x : t.y);
   parallel_over(ctx, p.G * nkb * ngroups, [&](i64 begin, i64 end) {
     alignas(64) float acc[kTiles][kP * kBlock];
+    alignas(64) float trans[kBlock * kTiles * kP];
     const float* bases[kTiles][kP];
     i64 dst_off[kTiles * kP];
     for (i64 idx = begin; idx < end; ++idx) {
@@ -264,11 +287,15 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
       const i64 npix = std::min(unit_pixels, pixels - pix0);
       const int ntiles = static_cast<int>((npix + kP - 1) / kP);
       // A short last tile repeats its last pixel, computed but not stored.
+      PixelWalk at(pl, pix0);
       for (i64 j = 0; j < ntiles * kP; ++j) {
-        const i64 pix = pix0 + std::min(j, npix - 1);
-        const i64 n = pix / pl.dst_numel, r = pix % pl.dst_numel;
-        bases[j / kP][j % kP] = padded + (n * src_channels + grp * Q) * pl.padded_numel + pixel_base(r);
-        dst_off[j] = n * dst_channels * pl.dst_numel + r;
+        if (j < npix) {
+          bases[j / kP][j % kP] = padded + (at.n * src_channels + grp * Q) * pl.padded_numel + at.base();
+          dst_off[j] = at.n * dst_channels * pl.dst_numel + at.r;
+          at.next();
+        } else {
+          bases[j / kP][j % kP] = bases[(npix - 1) / kP][(npix - 1) % kP];
+        }
       }
       const i64 d0 = kb * kBlock;
       const i64 nd = std::min<i64>(kBlock, pl.ndst - d0);
@@ -278,10 +305,22 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
         for (int i = 0; i < ntiles; ++i)
           fn(bases[i], wb, tap_off.data(), T, q0, std::min(Q, q0 + qc), pl.padded_numel, acc[i], q0 == 0);
       // Transposed store: each destination channel's pixels are contiguous within an image.
+      // acc's tiles are contiguous: pixel j's channel dd is at j * kBlock + dd. Transposed
+      // in L1 first, so each channel's run goes out as whole vectors: scalar stores
+      // straight into 64 output planes stall on their cache misses.
+      const float* flat = acc[0];
+      for (i64 j = 0; j < npix; ++j)
+        for (i64 dd = 0; dd < nd; ++dd) trans[dd * unit_pixels + j] = flat[j * kBlock + dd];
+      const bool one_image = dst_off[npix - 1] - dst_off[0] == npix - 1;
       for (i64 dd = 0; dd < nd; ++dd) {
         const i64 ch = grp * pl.ndst + d0 + dd;
         float* dc = dst + ch * pl.dst_numel;
-        for (i64 j = 0; j < npix; ++j) dc[dst_off[j]] = acc[j / kP][(j % kP) * kBlock + dd];
+        const float* row = trans + dd * unit_pixels;
+        if (one_image) {
+          std::memcpy(dc + dst_off[0], row, static_cast<std::size_t>(npix) * sizeof(float));
+        } else {
+          for (i64 j = 0; j < npix; ++j) dc[dst_off[j]] = row[j];
+        }
         if (pl.grad_inputs || t.epilogue.empty()) continue;
         for (i64 j = 0; j < npix;) {  // the epilogue on each run of one image
           i64 e = j + 1;
