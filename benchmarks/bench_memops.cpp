@@ -173,6 +173,14 @@ int main(int argc, char** argv) {
       b.add(tag + " fwd", y, {xt});
       const Var gx = y.op()->grad({x}, y, input(DType::float32, y.shape()))[0];
       b.add(tag + " bwd", gx, {xt, random_tensor(y.shape(), seed++)}, {!is_max});
+      if (!is_max) continue;
+      // With relu's gradient fused in (where(x > 0, gx, 0); optimizer/grad_fusion.cpp): the
+      // node compile() makes of it.
+      const Var gy = input(DType::float32, y.shape()), g = max_pool_grad(x, gy, c.o);
+      const Function f = compile({x, gy}, {where(x > 0.0, g, zeros_like(g))});
+      for (const Var& v : f.graph().toposort())
+        if (v.op() && v.op()->name().find("+relu_grad") != std::string::npos)
+          b.add(v.op()->name() + " " + shape_name(c.shape) + " " + c.tag, v, {xt, random_tensor(y.shape(), seed++)});
     }
   }
 
