@@ -27,7 +27,8 @@ install_missing() {
 
 # A fresh build directory is configured as a unity build (UNITY_BUILD=OFF to opt out):
 # batches of sources compiled together parse the shared headers once, which halves the
-# compile time of a clean build (CI, the demo); the developer's incremental builds recompile
+# compile time of the library in a clean build (CI, the demo; the tests compile per file);
+# the developer's incremental builds recompile
 # a batch instead of a file.
 configure_and_build() {
   local generator=()
