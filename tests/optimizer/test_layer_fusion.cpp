@@ -24,15 +24,15 @@ using namespace convgraph;
 
 namespace {
 
-const Mode kUnfused = Mode::fast_run().excluding("grad_fusion");
+const Mode kNoGradFusion = Mode::fast_run().excluding("grad_fusion");
 
-int count_ops(const Function& f, const std::string& name) {
+int count_named(const Function& f, const std::string& name) {
   int n = 0;
   for (const auto& v : f.graph().toposort()) n += v.op() && v.op()->name() == name ? 1 : 0;
   return n;
 }
 
-PoolOptions options(std::vector<std::int64_t> w, std::vector<std::int64_t> s = {}, std::vector<std::int64_t> p = {}) {
+PoolOptions pool_options(std::vector<std::int64_t> w, std::vector<std::int64_t> s = {}, std::vector<std::int64_t> p = {}) {
   PoolOptions o;
   o.window = std::move(w);
   o.stride = std::move(s);
@@ -41,7 +41,7 @@ PoolOptions options(std::vector<std::int64_t> w, std::vector<std::int64_t> s = {
 }
 
 /// Few distinct values around 0 (ties, zeros, negative windows), some NaN.
-Tensor tied(DType dt, const Shape& shape, unsigned seed, bool nans) {
+Tensor tied_values(DType dt, const Shape& shape, unsigned seed, bool nans) {
   std::mt19937 rng(seed);
   Tensor x(DType::float64, shape);
   for (std::int64_t i = 0; i < x.numel(); ++i)
@@ -49,7 +49,7 @@ Tensor tied(DType dt, const Shape& shape, unsigned seed, bool nans) {
   return x.astype(dt);
 }
 
-bool same_bits(const Tensor& a, const Tensor& b) {
+bool bits_equal(const Tensor& a, const Tensor& b) {
   const auto va = a.to_vector(), vb = b.to_vector();
   if (va.size() != vb.size()) return false;
   for (std::size_t i = 0; i < va.size(); ++i)
@@ -65,11 +65,11 @@ TEST_CASE("layer fusion: relu's gradient fuses into max pooling's, same bits as 
     PoolOptions o;
   };
   const std::vector<Case> cases = {
-      {{2, 3, 12, 20}, options({2, 2})},                  // disjoint, rows of 10 windows
-      {{2, 3, 6, 6}, options({2, 2})},                    // disjoint, short rows
-      {{2, 2, 9, 19}, options({3, 3}, {2, 2}, {1, 1})},   // overlapping windows, padding
-      {{3, 40}, options({3}, {3})},                       // 1-D
-      {{1, 2, 4, 6, 18}, options({2, 2, 2})},             // 3-D
+      {{2, 3, 12, 20}, pool_options({2, 2})},                  // disjoint, rows of 10 windows
+      {{2, 3, 6, 6}, pool_options({2, 2})},                    // disjoint, short rows
+      {{2, 2, 9, 19}, pool_options({3, 3}, {2, 2}, {1, 1})},   // overlapping windows, padding
+      {{3, 40}, pool_options({3}, {3})},                       // 1-D
+      {{1, 2, 4, 6, 18}, pool_options({2, 2, 2})},             // 3-D
   };
   for (const Case& c : cases)
     for (DType dt : {DType::float32, DType::float64})
@@ -80,21 +80,21 @@ TEST_CASE("layer fusion: relu's gradient fuses into max pooling's, same bits as 
         Var r = input(dt, y.shape(), "r");
         Var g = grad(sum(y * r), x);
         Function fused = compile({x, r}, {g});
-        Function plain = compile({x, r}, {g}, kUnfused);
-        Function raw = compile({x, r}, {g}, kUnfused.excluding("fill_as_scalar"));  // zeros_like filled
+        Function plain = compile({x, r}, {g}, kNoGradFusion);
+        Function raw = compile({x, r}, {g}, kNoGradFusion.excluding("fill_as_scalar"));  // zeros_like filled
         const std::string name = detail::PoolParams::from("max_pool", c.o, detail::PoolMode::max, 0).op_name();
-        CHECK(count_ops(fused, name + "_grad+relu_grad") == 1);
-        CHECK(count_ops(plain, name + "_grad+relu_grad") == 0);
-        CHECK(count_ops(fused, "zeros_like") == 0);
-        CHECK(count_ops(plain, "zeros_like") == 0);
-        CHECK(count_ops(raw, "zeros_like") == 1);
+        CHECK(count_named(fused, name + "_grad+relu_grad") == 1);
+        CHECK(count_named(plain, name + "_grad+relu_grad") == 0);
+        CHECK(count_named(fused, "zeros_like") == 0);
+        CHECK(count_named(plain, "zeros_like") == 0);
+        CHECK(count_named(raw, "zeros_like") == 1);
         Function filled = compile({x, r}, {g}, Mode::fast_run().excluding("fill_as_scalar"));
-        CHECK(count_ops(filled, name + "_grad+relu_grad") == 1);
-        CHECK(count_ops(filled, name + "_grad") == 0);  // no unmasked gradient left for zeros_like
-        const Tensor xv = tied(dt, c.shape, 7, nans), rv = tied(dt, y.shape(), 8, false);
+        CHECK(count_named(filled, name + "_grad+relu_grad") == 1);
+        CHECK(count_named(filled, name + "_grad") == 0);  // no unmasked gradient left for zeros_like
+        const Tensor xv = tied_values(dt, c.shape, 7, nans), rv = tied_values(dt, y.shape(), 8, false);
         const Tensor want = raw({xv, rv})[0];
-        CHECK(same_bits(fused({xv, rv})[0], want));
-        CHECK(same_bits(plain({xv, rv})[0], want));
+        CHECK(bits_equal(fused({xv, rv})[0], want));
+        CHECK(bits_equal(plain({xv, rv})[0], want));
       }
 }
 
@@ -106,8 +106,8 @@ TEST_CASE("layer fusion: the fused gradient against a hand-written reference", "
   Var y = max_pool2d(relu(x));
   Var r = input(DType::float64, y.shape(), "r");
   Function f = compile({x, r}, {grad(sum(y * r), x)});
-  REQUIRE(count_ops(f, "max_pool2d_grad+relu_grad") == 1);
-  const Tensor xv = tied(DType::float64, shape, 11, false), rv = test::distinct_tensor(y.shape(), 12);
+  REQUIRE(count_named(f, "max_pool2d_grad+relu_grad") == 1);
+  const Tensor xv = tied_values(DType::float64, shape, 11, false), rv = test::distinct_tensor(y.shape(), 12);
   Tensor want = Tensor::zeros(DType::float64, shape);
   for (std::int64_t p = 0; p < 4; ++p)
     for (std::int64_t i = 0; i < 3; ++i)
@@ -130,7 +130,7 @@ TEST_CASE("layer fusion: verify_grad through the fused gradient and of the fused
   const Tensor xv = test::distinct_tensor(shape, 21);
   CHECK_NOTHROW(verify_grad([](const auto& v) { return max_pool2d(relu(v[0])); }, {xv}));
   // The fused op differentiated in gy: the same as the unfused where(x > 0, grad, 0).
-  detail::PoolParams p = detail::PoolParams::from("max_pool2d", options({2, 2}), detail::PoolMode::max, 2);
+  detail::PoolParams p = detail::PoolParams::from("max_pool2d", pool_options({2, 2}), detail::PoolMode::max, 2);
   p.relu_grad = true;
   const Var xc = constant(xv);
   const Tensor gy = test::distinct_tensor({1, 2, 2, 9}, 22);
@@ -141,7 +141,7 @@ TEST_CASE("layer fusion: verify_grad through the fused gradient and of the fused
   const Var plain = grad(sum(where(xc > 0.0, pg, zeros_like(pg)) * r), g);
   const Tensor rv = test::distinct_tensor(shape, 23);
   CHECK(compile({g, r}, {fused})({gy, rv})[0].to_vector() ==
-        compile({g, r}, {plain}, kUnfused)({gy, rv})[0].to_vector());
+        compile({g, r}, {plain}, kNoGradFusion)({gy, rv})[0].to_vector());
 }
 
 TEST_CASE("layer fusion: relu after batch norm runs in its output pass, same bits", "[optimizer][fusion][batch_norm]") {
@@ -161,19 +161,19 @@ TEST_CASE("layer fusion: relu after batch norm runs in its output pass, same bit
       outs.push_back(yi);
       Function fused = compile({x, gamma, beta, r}, outs);
       Function plain = compile({x, gamma, beta, r}, outs, Mode::fast_run().excluding("batch_norm_relu_fusion"));
-      CHECK(count_ops(fused, "batch_norm_train+relu") == 1);
-      CHECK(count_ops(fused, "batch_norm_infer+relu") == 1);
-      CHECK(count_ops(plain, "batch_norm_train+relu") == 0);
+      CHECK(count_named(fused, "batch_norm_train+relu") == 1);
+      CHECK(count_named(fused, "batch_norm_infer+relu") == 1);
+      CHECK(count_named(plain, "batch_norm_train+relu") == 0);
       CHECK_THAT(fused.describe(), Catch::Contains("batch_norm_train+relu"));
-      Tensor xv = tied(dt, shape, 31, false);
+      Tensor xv = tied_values(dt, shape, 31, false);
       for (std::int64_t i = 0; i < xv.numel(); ++i) xv.set(i, xv.get(i) + 0.25 * static_cast<double>(i % 7));
       xv.set(3, NAN);  // NaN through the fused relu is 0, as through relu
       const Tensor gv = test::distinct_tensor({C}, 32, dt), bv = test::distinct_tensor({C}, 33, dt);
-      const Tensor rv = tied(dt, shape, 34, false);
+      const Tensor rv = tied_values(dt, shape, 34, false);
       const auto a = fused({xv, gv, bv, rv}), b = plain({xv, gv, bv, rv});
       for (std::size_t i = 0; i < a.size(); ++i) {
         INFO("output " << i);
-        CHECK(same_bits(a[i], b[i]));
+        CHECK(bits_equal(a[i], b[i]));
       }
     }
 }
