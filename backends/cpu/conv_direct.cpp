@@ -45,7 +45,10 @@ class DirectAlgorithm final : public ConvAlgorithm {
     if (const KvecPlan pl(p); pl.usable) {
       const double reduction = static_cast<double>(pl.nsrc * pl.taps);
       const double lanes = static_cast<double>(pl.ndst) / static_cast<double>((pl.ndst + 15) / 16 * 16);
-      const double eff = 0.9 * lanes * reduction / (reduction + 48);
+      // Forward and grad inputs store every output through an L1 transpose (about the
+      // cost of 128 reduction steps); grad weights transposes dy once per chunk instead.
+      const double overhead = pl.grad_weights ? 48 : 128;
+      const double eff = 0.9 * lanes * reduction / (reduction + overhead);
       const double traffic = 2.0 * static_cast<double>(pl.workspace) + operand_bytes(p);
       return p.flops() / (peak * eff) + traffic / m.bytes_per_s() + kConvCallSeconds;
     }
