@@ -14,6 +14,7 @@
 #include "convgraph/backends/cpu/cpu_isa.hpp"
 #include "convgraph/core/error.hpp"
 #include "convgraph/core/thread_pool.hpp"
+#include "support/child_process.hpp"  // sanitized_build
 #include "support/conv_cases.hpp"
 #include "support/conv_run.hpp"
 
@@ -59,7 +60,10 @@ std::vector<ConvCase> kvec_cases() {
   };
 }
 
+/// Every level this CPU runs; under the sanitizers (about 30x slower) the active one only
+/// (test_cpu_isa_levels.cpp sweeps every level there).
 std::vector<CpuIsa> supported_levels() {
+  if (convgraph::test::sanitized_build()) return {active_cpu_isa()};
   std::vector<CpuIsa> out;
   for (CpuIsa isa : {CpuIsa::baseline, CpuIsa::avx2, CpuIsa::avx512})
     if (cpu_isa_supported(isa)) out.push_back(isa);
@@ -104,8 +108,12 @@ TEST_CASE("direct: the channel-vectorised path is exact on integers and independ
           "[backends][conv][cpu][direct]") {
   const auto direct = make_cpu_direct_algorithm();
   ThreadPool pool(2);
-  for (const ConvCase& c : kvec_cases())
+  const auto cases = kvec_cases();
+  // Every 2nd case under the sanitizers (about 30x slower).
+  const std::size_t step = convgraph::test::sanitized_build() ? 2 : 1;
+  for (std::size_t i = 0; i < cases.size(); i += step)
     for (ConvDirection dir : kAllDirections) {
+      const ConvCase& c = cases[i];
       const ConvProblem p = c.problem(dir, DType::float32);
       const ConvOperands ops = make_operands(p, 5, /*integers=*/true);
       INFO(c.name << " " << p.key());
