@@ -159,8 +159,9 @@ class WinogradConv final : public ConvAlgorithm {
   /// F(4x4, 3x3): per 4x4 tile of the output (of dx for grad_inputs), 36 transform-domain
   /// products per channel pair (against 144 direct), done as 36 GEMMs: over channels with
   /// the tiles as columns, or for grad_weights output x input channels reducing over the
-  /// tiles. The transforms (about 16 operations per transform-domain element) stream once;
-  /// grad_weights also writes V and D out, and sgemm reads and packs them.
+  /// tiles. The transforms (about 16 operations per transform-domain element) stream once
+  /// (grad_weights' V and D chunks are L3-sized, so sgemm packs them from cache: charging
+  /// them 3 memory passes made fast_run pick cpu.direct on vgg_3x3_112, measured 1.7x slower).
   double estimated_seconds(const ConvProblem& p, const MachineModel& m) const override {
     if (dilated(p)) {  // the phases, plus gathering and scattering every operand once
       double sum = 2 * operand_bytes(p) / m.bytes_per_s();
@@ -180,7 +181,7 @@ class WinogradConv final : public ConvAlgorithm {
     const double flops = m.flops_per_s();
     const double eff = gw ? gemm_efficiency(c_out, c_in, tiles) : gemm_efficiency(c_out, tiles, c_in);
     return gemm / (flops * eff) + 16 * elements / (flops * 0.2) +
-           ((gw ? 12 : 4) * elements + operand_bytes(p)) / m.bytes_per_s() + kConvCallSeconds;
+           (4 * elements + operand_bytes(p)) / m.bytes_per_s() + kConvCallSeconds;
   }
 
   void run(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) const override {

@@ -93,8 +93,10 @@ TEST_CASE("cost model: picks what the standard layers' timings favour", "[optimi
     CHECK(cheapest(problem(dir, {8, 64, 56, 56}, {64, 64, 3, 3}, 1, 1)) == "cpu.winograd");
     CHECK(cheapest(problem(dir, {8, 128, 28, 28}, {128, 128, 3, 3}, 1, 1)) == "cpu.winograd");
   }
-  // 3x3 grad weights: the channel-vectorised direct kernel (no column matrix).
-  CHECK(cheapest(problem(D::grad_weights, {8, 64, 56, 56}, {64, 64, 3, 3}, 1, 1)) == "cpu.direct");
+  // 3x3 grad weights: Winograd too (transform-domain sums over the batch; measured 1.4-1.7x
+  // faster than the channel-vectorised direct kernel on resnet_3x3_56 and vgg_3x3_112).
+  CHECK(cheapest(problem(D::grad_weights, {8, 64, 56, 56}, {64, 64, 3, 3}, 1, 1)) == "cpu.winograd");
+  CHECK(cheapest(problem(D::grad_weights, {4, 64, 112, 112}, {128, 64, 3, 3}, 1, 1)) == "cpu.winograd");
   // 1x1 layers need no column matrix: GEMM.
   for (D dir : {D::forward, D::grad_inputs, D::grad_weights})
     CHECK(cheapest(problem(dir, {8, 64, 56, 56}, {256, 64, 1, 1})) == "cpu.corrmm");
