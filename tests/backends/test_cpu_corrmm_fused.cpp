@@ -132,23 +132,22 @@ TEST_CASE("corrmm fused: shapes across the GEMM's blocks match the reference in 
   int index = 0;
   for (const ConvCase& c : layer_cases())
     for (ConvDirection dir : kAllDirections) {
+      const ConvProblem p = c.problem(dir, DType::float32);
+      const ConvOperands ops = make_operands(p, 21), ints = make_operands(p, 22, /*integers=*/true);
+      const auto ref = reference_output(c.problem(dir, DType::float64), ops);
+      const auto ref_ints = reference_output(c.problem(dir, DType::float64), ints);
       // Every level on every other case (the sweep covers the rest), the active one always.
       ++index;
       for (CpuIsa isa : levels) {
         if (isa != active_cpu_isa() && (thin || index % 2)) continue;
         ScopedCpuIsa scope(isa);
-        const ConvProblem p = c.problem(dir, DType::float32);
         INFO(c.name << " " << p.key() << " level " << cpu_isa_name(isa));
-        const ConvOperands ops = make_operands(p, 21);
-        const auto ref = reference_output(c.problem(dir, DType::float64), ops);
         const ConvRun threaded = run_cpu_conv(*corrmm, p, ops, &pool);
         CHECK(threaded.inputs_intact);
         CHECK(max_abs_diff(threaded.out, ref) <= 1e-4 * std::max(1.0, max_abs(ref)));
         // Bitwise the same without threads; integers: exact.
         CHECK(max_abs_diff(run_cpu_conv(*corrmm, p, ops, nullptr).out, threaded.out) == 0.0);
-        const ConvOperands ints = make_operands(p, 22, /*integers=*/true);
-        CHECK(max_abs_diff(run_cpu_conv(*corrmm, p, ints, &pool).out,
-                           reference_output(c.problem(dir, DType::float64), ints)) == 0.0);
+        CHECK(max_abs_diff(run_cpu_conv(*corrmm, p, ints, &pool).out, ref_ints) == 0.0);
       }
     }
 }
