@@ -20,6 +20,7 @@
 #include <vector>
 
 #include <convgraph/convgraph.hpp>
+#include <convgraph/backends/conv_cost.hpp>
 #include <convgraph/core/shared.hpp>
 #include <convgraph/ops/batch_norm.hpp>
 #include <convgraph/ops/pool.hpp>
@@ -156,6 +157,11 @@ double median(std::vector<double> v) {
 
 /// Builds, compiles and times one (network, mode) in this process.
 NetworkRecord run_one(const NetworkSpec& spec, bool train, const NetworkOptions& opt) {
+  // The cost model's machine measurement (a 2 x 32 MiB copy, once per process) belongs to
+  // the process, not the network: it runs first, then the peak restarts from the current
+  // RSS, as networks_torch.py does after importing torch.
+  (void)measured_machine(opt.threads);
+  if (std::ofstream clear("/proc/self/clear_refs"); clear) clear << "5";
   const std::int64_t rss0 = rss_kib("VmRSS:");
   Mode mode = opt.mode;
   mode.threads = opt.threads;

@@ -1,4 +1,5 @@
-// "cpu.direct": convolution by direct loops, every direction and parameter, no workspace.
+// "cpu.direct": convolution by direct loops, every direction and parameter, no workspace
+// (the float32 channel-vectorised path, which uses one, is in direct_kvec.cpp).
 //
 // Forward and grad-inputs share one row engine (direct_rows.hpp): a block of destination
 // rows is a sum over source channels and filter taps of weighted, contiguous (or strided)

@@ -15,9 +15,11 @@ namespace convgraph {
 /// every direction, float32/float64, no workspace; declines anything else.
 /// Tags {"conv_direct", "fast_run", "fast_compile"}.
 std::shared_ptr<const ConvAlgorithm> make_cpu_depthwise_algorithm();
-/// "cpu.corrmm": im2col + GEMM, tags {"conv_gemm", "fast_run", "fast_compile"}.
+/// "cpu.corrmm": im2col + GEMM (float32: im2col fused into the GEMM's panel packing),
+/// tags {"conv_gemm", "fast_run", "fast_compile"}.
 std::shared_ptr<const ConvAlgorithm> make_cpu_corrmm_algorithm();
-/// "cpu.direct": register-blocked direct loops, no workspace,
+/// "cpu.direct": register-blocked direct loops; the float32 channel-vectorised path uses a
+/// workspace (packed weights, zero-padded source), the row engine none;
 /// tags {"conv_direct", "fast_run", "fast_compile"}.
 std::shared_ptr<const ConvAlgorithm> make_cpu_direct_algorithm();
 /// "cpu.winograd": F(4x4, 3x3) for 3x3 stride-1 convolutions on height and width (2D, any
