@@ -26,29 +26,14 @@ namespace {
 using Axes = std::vector<i64>;
 using Pairs = std::vector<std::pair<i64, i64>>;
 
-ConvCase make_case(const char* name, Axes x, Axes w, BorderMode border, Axes stride, Axes dil = {},
-                   bool flip = false, i64 groups = 1) {
-  ConvCase c;
-  c.name = name;
-  c.params.ndim = static_cast<int>(x.size()) - 2;
-  c.params.border = std::move(border);
-  c.params.stride = std::move(stride);
-  c.params.dilation = std::move(dil);
-  c.params.filter_flip = flip;
-  c.params.groups = groups;
-  c.x_shape = std::move(x);
-  c.w_shape = std::move(w);
-  return c;
-}
-
 /// Small geometries for the packers: strides, dilation, padding on each side, flip, 1-D/3-D.
 std::vector<ConvCase> pack_cases() {
   return {
-      make_case("2-D half", {1, 3, 9, 11}, {1, 3, 3, 3}, "half", {1, 1}),
-      make_case("2-D s2 d2 flip", {1, 2, 13, 12}, {1, 2, 3, 2}, Pairs{{2, 1}, {0, 3}}, {2, 3}, {2, 2}, true),
-      make_case("1-D full s3", {1, 2, 40}, {1, 2, 5}, "full", {3}),
-      make_case("3-D pad", {1, 2, 4, 5, 6}, {1, 2, 3, 2, 3}, 1, {1, 2, 1}, {}, true),
-      make_case("pad wider than the kernel", {1, 1, 7}, {1, 1, 2}, Pairs{{4, 5}}, {1}),
+      make_conv_case("2-D half", {1, 3, 9, 11}, {1, 3, 3, 3}, "half", {1, 1}),
+      make_conv_case("2-D s2 d2 flip", {1, 2, 13, 12}, {1, 2, 3, 2}, Pairs{{2, 1}, {0, 3}}, {2, 3}, {2, 2}, true),
+      make_conv_case("1-D full s3", {1, 2, 40}, {1, 2, 5}, "full", {3}),
+      make_conv_case("3-D pad", {1, 2, 4, 5, 6}, {1, 2, 3, 2, 3}, 1, {1, 2, 1}, {}, true),
+      make_conv_case("pad wider than the kernel", {1, 1, 7}, {1, 1, 2}, Pairs{{4, 5}}, {1}),
   };
 }
 
@@ -57,14 +42,14 @@ std::vector<ConvCase> pack_cases() {
 /// blocks, narrow and wide dW (partial sums or not), groups, 1-D and 3-D.
 std::vector<ConvCase> layer_cases() {
   return {
-      make_case("deep 3x3", {2, 48, 9, 10}, {20, 48, 3, 3}, "half", {1, 1}),
-      make_case("wide image", {3, 4, 26, 31}, {17, 4, 3, 3}, 1, {1, 1}, {}, true),
-      make_case("strided dilated", {2, 6, 23, 29}, {9, 6, 3, 3}, 2, {2, 1}, {2, 2}),
-      make_case("grouped", {2, 12, 11, 13}, {30, 4, 3, 3}, "half", {1, 1}, {}, false, 3),
-      make_case("stem-like 7x7 s2", {3, 3, 21, 23}, {16, 3, 7, 7}, 3, {2, 2}),
-      make_case("1-D long", {2, 5, 700}, {7, 5, 5}, Pairs{{3, 1}}, {1}, {2}, true),
-      make_case("3-D", {2, 5, 5, 6, 7}, {6, 5, 3, 3, 3}, 1, {1, 1, 1}),
-      make_case("pointwise", {2, 20, 9, 70}, {15, 20, 1, 1}, "valid", {1, 1}),
+      make_conv_case("deep 3x3", {2, 48, 9, 10}, {20, 48, 3, 3}, "half", {1, 1}),
+      make_conv_case("wide image", {3, 4, 26, 31}, {17, 4, 3, 3}, 1, {1, 1}, {}, true),
+      make_conv_case("strided dilated", {2, 6, 23, 29}, {9, 6, 3, 3}, 2, {2, 1}, {2, 2}),
+      make_conv_case("grouped", {2, 12, 11, 13}, {30, 4, 3, 3}, "half", {1, 1}, {}, false, 3),
+      make_conv_case("stem-like 7x7 s2", {3, 3, 21, 23}, {16, 3, 7, 7}, 3, {2, 2}),
+      make_conv_case("1-D long", {2, 5, 700}, {7, 5, 5}, Pairs{{3, 1}}, {1}, {2}, true),
+      make_conv_case("3-D", {2, 5, 5, 6, 7}, {6, 5, 3, 3, 3}, 1, {1, 1, 1}),
+      make_conv_case("pointwise", {2, 20, 9, 70}, {15, 20, 1, 1}, "valid", {1, 1}),
   };
 }
 
@@ -157,7 +142,7 @@ TEST_CASE("corrmm fused: grad weights with fewer partial sums under a workspace 
   const auto corrmm = make_cpu_corrmm_algorithm();
   ThreadPool pool(2);
   // A narrow dW (3*7*7 = 147 columns) over four images: partial sums over the batch.
-  const ConvCase c = make_case("stem-like", {4, 3, 15, 17}, {8, 3, 7, 7}, 3, {2, 2});
+  const ConvCase c = make_conv_case("stem-like", {4, 3, 15, 17}, {8, 3, 7, 7}, 3, {2, 2});
   ConvProblem p = c.problem(ConvDirection::grad_weights, DType::float32);
   const std::size_t dw_bytes = 8 * 147 * sizeof(float);
   REQUIRE(corrmm->workspace_bytes(p) == 3 * dw_bytes);  // four partial sums
@@ -179,7 +164,7 @@ TEST_CASE("corrmm fused: the forward epilogue is applied on every tile", "[backe
   const auto corrmm = make_cpu_corrmm_algorithm();
   ThreadPool pool(2);
   // 20 channels (a partial register block) x 26*31 positions (several column tiles).
-  const ConvCase c = make_case("epilogue", {3, 4, 26, 31}, {20, 4, 3, 3}, 1, {1, 1});
+  const ConvCase c = make_conv_case("epilogue", {3, 4, 26, 31}, {20, 4, 3, 3}, 1, {1, 1});
   const ConvProblem p = c.problem(ConvDirection::forward, DType::float32);
   const ConvOperands ops = make_operands(p, 41);
   const auto ref = reference_output(c.problem(ConvDirection::forward, DType::float64), ops);

@@ -25,21 +25,6 @@ namespace {
 
 using Axes = std::vector<std::int64_t>;
 
-ConvCase make_case(const char* name, Axes x, Axes w, BorderMode border, Axes stride, Axes dil = {},
-                   bool flip = false, std::int64_t groups = 1) {
-  ConvCase c;
-  c.name = name;
-  c.params.ndim = static_cast<int>(x.size()) - 2;
-  c.params.border = std::move(border);
-  c.params.stride = std::move(stride);
-  c.params.dilation = std::move(dil);
-  c.params.filter_flip = flip;
-  c.params.groups = groups;
-  c.x_shape = std::move(x);
-  c.w_shape = std::move(w);
-  return c;
-}
-
 using Pairs = std::vector<std::pair<std::int64_t, std::int64_t>>;
 
 /// Channel counts chosen so every level sees full and partial channel blocks (16-lane
@@ -47,16 +32,16 @@ using Pairs = std::vector<std::pair<std::int64_t, std::int64_t>>;
 /// leave short tiles.
 std::vector<ConvCase> kvec_cases() {
   return {
-      make_case("stem-like 7x7 s2", {2, 3, 19, 21}, {20, 3, 7, 7}, 3, {2, 2}),
-      make_case("alexnet-like 11x11 s4", {1, 3, 27, 31}, {33, 3, 11, 11}, "valid", {4, 4}),
-      make_case("7x7 images, many channels", {3, 40, 7, 7}, {70, 40, 3, 3}, 1, {1, 1}, {}, true),
-      make_case("3-D 3x3x3", {2, 17, 4, 5, 6}, {18, 17, 3, 3, 3}, 1, {1, 1, 1}),
-      make_case("3-D C=3 strided", {1, 3, 5, 9, 10}, {16, 3, 3, 3, 3}, 1, {2, 1, 2}, {}, true),
-      make_case("dilated 3x3", {2, 16, 11, 12}, {16, 16, 3, 3}, 2, {1, 1}, {2, 2}),
-      make_case("1-D full s3", {2, 5, 40}, {24, 5, 5}, "full", {3}, {}, true),
-      make_case("grouped", {1, 32, 6, 9}, {48, 16, 3, 3}, "half", {1, 1}, {}, true, 2),
-      make_case("asymmetric pads", {2, 16, 8, 9}, {17, 16, 3, 2}, Pairs{{2, 0}, {0, 3}}, {1, 1}, {1, 2}),
-      make_case("pad wider than the kernel", {1, 16, 9}, {16, 16, 3}, 5, {1}),
+      make_conv_case("stem-like 7x7 s2", {2, 3, 19, 21}, {20, 3, 7, 7}, 3, {2, 2}),
+      make_conv_case("alexnet-like 11x11 s4", {1, 3, 27, 31}, {33, 3, 11, 11}, "valid", {4, 4}),
+      make_conv_case("7x7 images, many channels", {3, 40, 7, 7}, {70, 40, 3, 3}, 1, {1, 1}, {}, true),
+      make_conv_case("3-D 3x3x3", {2, 17, 4, 5, 6}, {18, 17, 3, 3, 3}, 1, {1, 1, 1}),
+      make_conv_case("3-D C=3 strided", {1, 3, 5, 9, 10}, {16, 3, 3, 3, 3}, 1, {2, 1, 2}, {}, true),
+      make_conv_case("dilated 3x3", {2, 16, 11, 12}, {16, 16, 3, 3}, 2, {1, 1}, {2, 2}),
+      make_conv_case("1-D full s3", {2, 5, 40}, {24, 5, 5}, "full", {3}, {}, true),
+      make_conv_case("grouped", {1, 32, 6, 9}, {48, 16, 3, 3}, "half", {1, 1}, {}, true, 2),
+      make_conv_case("asymmetric pads", {2, 16, 8, 9}, {17, 16, 3, 2}, Pairs{{2, 0}, {0, 3}}, {1, 1}, {1, 2}),
+      make_conv_case("pad wider than the kernel", {1, 16, 9}, {16, 16, 3}, 5, {1}),
   };
 }
 
@@ -127,7 +112,7 @@ TEST_CASE("direct: the channel-vectorised path applies the fused epilogue", "[ba
   const auto direct = make_cpu_direct_algorithm();
   ThreadPool pool(2);
   // Three images of 7x7 share tiles, so the epilogue's runs stop at image boundaries.
-  const ConvCase c = make_case("epilogue", {3, 8, 7, 7}, {20, 8, 3, 3}, 1, {1, 1});
+  const ConvCase c = make_conv_case("epilogue", {3, 8, 7, 7}, {20, 8, 3, 3}, 1, {1, 1});
   const ConvProblem p = c.problem(ConvDirection::forward, DType::float32);
   REQUIRE(direct->workspace_bytes(p) > 0);
   const ConvOperands ops = make_operands(p, 77);

@@ -21,6 +21,7 @@
 using namespace convgraph;
 using namespace convgraph::conv_test;
 using testing::ConvCase;
+using testing::make_conv_case;
 using Pairs = std::vector<std::pair<i64, i64>>;
 
 namespace {
@@ -30,15 +31,8 @@ constexpr double kTol32 = 1e-4;
 
 ConvCase make_case(const std::string& tag, Shp x, Shp w, BorderMode border, Shp stride, Shp dil, bool flip,
                    i64 groups = 1) {
-  ConvCase c;
-  c.params.ndim = static_cast<int>(x.size()) - 2;
-  c.params.border = std::move(border);
-  c.params.stride = std::move(stride);
-  c.params.dilation = std::move(dil);
-  c.params.filter_flip = flip;
-  c.params.groups = groups;
-  c.x_shape = std::move(x);
-  c.w_shape = std::move(w);
+  ConvCase c = make_conv_case("", std::move(x), std::move(w), std::move(border), std::move(stride), std::move(dil),
+                              flip, groups);
   c.name = tag + " x" + shape_to_string(c.x_shape) + " w" + shape_to_string(c.w_shape) + " " +
            c.params.normalized("case").to_string();
   return c;

@@ -10,6 +10,22 @@
 
 namespace convgraph::testing {
 
+ConvCase make_conv_case(std::string name, std::vector<std::int64_t> x, std::vector<std::int64_t> w,
+                        BorderMode border, std::vector<std::int64_t> stride, std::vector<std::int64_t> dilation,
+                        bool flip, std::int64_t groups) {
+  ConvCase c;
+  c.name = std::move(name);
+  c.params.ndim = static_cast<int>(x.size()) - 2;
+  c.params.border = std::move(border);
+  c.params.stride = std::move(stride);
+  c.params.dilation = std::move(dilation);
+  c.params.filter_flip = flip;
+  c.params.groups = groups;
+  c.x_shape = std::move(x);
+  c.w_shape = std::move(w);
+  return c;
+}
+
 using i64 = std::int64_t;
 using Axes = std::vector<i64>;
 

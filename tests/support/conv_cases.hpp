@@ -23,6 +23,11 @@ struct ConvCase {
   ConvProblem problem(ConvDirection dir, DType dtype = DType::float64) const;
 };
 
+/// A case from its shapes and parameters; the spatial rank is x's rank - 2.
+ConvCase make_conv_case(std::string name, std::vector<std::int64_t> x, std::vector<std::int64_t> w,
+                        BorderMode border, std::vector<std::int64_t> stride,
+                        std::vector<std::int64_t> dilation = {}, bool flip = false, std::int64_t groups = 1);
+
 /// The full sweep: 1D/2D/3D x border forms (valid, full, half, symmetric int, per-axis ints,
 /// asymmetric (pre, post)) x strides (1, 2, 3, mixed per axis) x dilation (1, 2) x flip x
 /// groups (1, 2, C) x kernels (odd, even/mixed, 1x1), plus edge cases (kernel larger than the
