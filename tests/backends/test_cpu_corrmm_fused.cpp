@@ -58,19 +58,12 @@ float panel_at(const std::vector<float>& panel, i64 kc, int nr, i64 k, i64 j) {
   return panel[static_cast<std::size_t>((j / nr) * kc * nr + k * nr + j % nr)];
 }
 
-std::vector<CpuIsa> supported_levels() {
-  std::vector<CpuIsa> out;
-  for (CpuIsa isa : {CpuIsa::baseline, CpuIsa::avx2, CpuIsa::avx512})
-    if (cpu_isa_supported(isa)) out.push_back(isa);
-  return out;
-}
-
 }  // namespace
 
 TEST_CASE("corrmm fused: im2col_pack and im2col_pack_t are im2col cut into panels",
           "[backends][cpu][im2col][corrmm]") {
   std::mt19937_64 rng(5);
-  for (CpuIsa isa : supported_levels()) {
+  for (CpuIsa isa : runnable_cpu_levels()) {
     ScopedCpuIsa scope(isa);
     for (const ConvCase& c : pack_cases()) {
       const cpu::ConvGeometry g(c.problem(ConvDirection::forward, DType::float32));
@@ -112,7 +105,7 @@ TEST_CASE("corrmm fused: shapes across the GEMM's blocks match the reference in 
           "[backends][conv][cpu][corrmm]") {
   const auto corrmm = make_cpu_corrmm_algorithm();
   ThreadPool pool(2);
-  const auto levels = supported_levels();
+  const auto levels = runnable_cpu_levels();
   const bool thin = convgraph::test::sanitized_build();
   int index = 0;
   for (const ConvCase& c : layer_cases())

@@ -47,12 +47,9 @@ std::vector<ConvCase> kvec_cases() {
 
 /// Every level this CPU runs; under the sanitizers (about 30x slower) the active one only
 /// (test_cpu_isa_levels.cpp sweeps every level there).
-std::vector<CpuIsa> supported_levels() {
+std::vector<CpuIsa> levels_to_check() {
   if (convgraph::test::sanitized_build()) return {active_cpu_isa()};
-  std::vector<CpuIsa> out;
-  for (CpuIsa isa : {CpuIsa::baseline, CpuIsa::avx2, CpuIsa::avx512})
-    if (cpu_isa_supported(isa)) out.push_back(isa);
-  return out;
+  return runnable_cpu_levels();
 }
 
 }  // namespace
@@ -77,7 +74,7 @@ TEST_CASE("direct: the channel-vectorised path matches the reference at every le
                         (dir == ConvDirection::grad_inputs && stride1 && c.name != "pad wider than the kernel");
       INFO(c.name << " " << p.key());
       CHECK((direct->workspace_bytes(p) > 0) == kvec);
-      for (CpuIsa isa : supported_levels()) {
+      for (CpuIsa isa : levels_to_check()) {
         ScopedCpuIsa scope(isa);
         INFO("level " << cpu_isa_name(isa));
         const ConvRun run = run_cpu_conv(*direct, p, ops, &pool);

@@ -21,13 +21,6 @@ using namespace convgraph::testing;
 
 namespace {
 
-std::vector<CpuIsa> supported_levels() {
-  std::vector<CpuIsa> out;
-  for (CpuIsa isa : {CpuIsa::baseline, CpuIsa::avx2, CpuIsa::avx512})
-    if (cpu_isa_supported(isa)) out.push_back(isa);
-  return out;
-}
-
 // The algorithms whose kernels exist per level (cpu.reference and cpu.conv3d2d delegate).
 const char* const kPerLevel[] = {"cpu.corrmm", "cpu.direct", "cpu.depthwise", "cpu.winograd", "cpu.fft"};
 
@@ -71,7 +64,7 @@ TEST_CASE("CPU levels: every supported level matches the reference over the swee
   // and here in every normal build; the coverage check below still holds per level.
   const std::size_t step = convgraph::test::sanitized_build() ? 5 : 1;
   ThreadPool pool(2);
-  for (CpuIsa isa : supported_levels()) {
+  for (CpuIsa isa : runnable_cpu_levels()) {
     ScopedCpuIsa scope(isa);
     INFO("level " << cpu_isa_name(isa));
     std::map<std::string, std::map<std::pair<int, DType>, long>> checked;
@@ -128,7 +121,7 @@ TEST_CASE("CPU levels: exact algorithms give identical integer results at every 
         const ConvAlgorithm* algo = AlgorithmRegistry::builtin().find(name);
         if (!algo->applicable(p)) continue;
         std::vector<double> first;
-        for (CpuIsa isa : supported_levels()) {
+        for (CpuIsa isa : runnable_cpu_levels()) {
           ScopedCpuIsa scope(isa);
           const ConvRun run = run_cpu_conv(*algo, p, ops, &pool);
           if (first.empty()) first = run.out;

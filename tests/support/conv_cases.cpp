@@ -10,6 +10,13 @@
 
 namespace convgraph::testing {
 
+std::vector<CpuIsa> runnable_cpu_levels() {
+  std::vector<CpuIsa> out;
+  for (CpuIsa isa : {CpuIsa::baseline, CpuIsa::avx2, CpuIsa::avx512})
+    if (cpu_isa_supported(isa)) out.push_back(isa);
+  return out;
+}
+
 ConvCase make_conv_case(std::string name, std::vector<std::int64_t> x, std::vector<std::int64_t> w,
                         BorderMode border, std::vector<std::int64_t> stride, std::vector<std::int64_t> dilation,
                         bool flip, std::int64_t groups) {

@@ -8,6 +8,7 @@
 #include "convgraph/conv/conv_problem.hpp"
 #include "convgraph/core/dtype.hpp"
 #include "convgraph/conv/conv_params.hpp"
+#include "convgraph/backends/cpu/cpu_isa.hpp"
 
 namespace convgraph::testing {
 
@@ -40,6 +41,9 @@ std::vector<ConvCase> conv_sweep_cases();
 /// A few larger cases (still fast) where chunking the work actually splits images and
 /// rows: for workspace-limit tests and other "more than one chunk" paths.
 std::vector<ConvCase> conv_chunking_cases();
+
+/// Every CPU kernel level this build has and this CPU runs, lowest first.
+std::vector<CpuIsa> runnable_cpu_levels();
 
 /// The three directions, in order.
 inline constexpr ConvDirection kAllDirections[] = {
