@@ -1,7 +1,10 @@
-// Convolution epilogue fusion. A host forward convolution followed by a per-channel bias
-// add, a residual add and a relu - each optional, in that order - becomes one ConvImplOp
-// that applies them to its output as it writes it (ConvEpilogue): the algorithms do it on
+// Convolution epilogue fusion. A forward convolution followed by a per-channel bias add, a
+// residual add and a relu - each optional, in that order - becomes one ConvImplOp that
+// applies them to its output as it writes it (ConvEpilogue): the host algorithms do it on
 // each block while it is in cache, so the fused ops cost no pass over memory and no buffer.
+// On the GPU cuDNN runs it as its fused convolution-bias-activation where that applies
+// (backends/cuda/conv_cudnn.cpp), and as cuDNN tensor ops right after the convolution
+// otherwise: no separate graph nodes, buffers or launches of ours.
 //
 // A node joins the chain only when the chain's last node is its only input from the chain,
 // that last node has no other client and is not a graph output, and its type is the
@@ -114,8 +117,9 @@ void fuse_conv_epilogues(RewriteContext& ctx) {
     const ConvImplOp* conv = as_conv_impl(conv_node);
     if (!conv || conv->direction() != ConvDirection::forward || !conv->epilogue().empty()) continue;
     const TensorType& y = conv_node.type();
-    if (y.device != DeviceKind::cpu || (y.dtype != DType::float32 && y.dtype != DType::float64) || y.rank() < 3) continue;
-    if (!conv->has_device_kernel(DeviceKind::cpu, {})) continue;
+    const bool on_device = y.device == DeviceKind::cpu || y.device == DeviceKind::cuda;
+    if (!on_device || (y.dtype != DType::float32 && y.dtype != DType::float64) || y.rank() < 3) continue;
+    if (!conv->has_device_kernel(y.device, {})) continue;
     ConvEpilogueSpec spec;
     Var bias, residual, last = conv_node;
     enum { kConv, kBias, kResidual } stage = kConv;

@@ -11,6 +11,7 @@
 #include "convgraph/backends/cuda.hpp"
 #include "convgraph/core/thread_pool.hpp"
 #include "backends/cpu/conv_epilogue.hpp"
+#include "backends/cuda/conv_cuda.hpp"
 #include "backends/device_buffers.hpp"
 #include "optimizer/text_util.hpp"
 
@@ -313,10 +314,15 @@ void ConvImplOp::perform(const std::vector<Tensor>& inputs, Tensor& output, cons
     throw ShapeError(msg(who, ": output buffer ", dtype_name(output.dtype()), shape_to_string(output.shape()),
                          " does not match the problem's ", dtype_name(p.dtype), shape_to_string(written_shape(p))));
 
-  for (const Tensor* t : {&inputs[0], &inputs[1], static_cast<const Tensor*>(&output)})
-    if (t->device() != algo.device())  // a kernel must never dereference another device's memory
+  // A kernel must never dereference another device's memory: the operands, the epilogue's
+  // inputs and the output live on the algorithm's device (a shape source may not).
+  for (std::size_t i = 0; i <= 2 + extra; ++i) {
+    const Tensor& t = i < 2 + extra ? inputs[i] : output;
+    if (t.device() != algo.device())
       throw DeviceError(msg(who, ": algorithm ", algo.name(), " runs on ", device_name(algo.device()),
-                            " but was handed a ", device_name(t->device()), " tensor"));
+                            " but was handed a ", device_name(t.device()), " tensor",
+                            i < 2 + extra ? msg(" as input ", i) : std::string(" as output")));
+  }
   const std::size_t need = algo.workspace_bytes(p);
   ConvContext cc{ctx.pool ? ctx.pool : &ThreadPool::default_pool(), ctx.workspace, ctx.workspace_bytes, ctx.stream};
   std::shared_ptr<Storage> scratch;
@@ -332,10 +338,8 @@ void ConvImplOp::perform(const std::vector<Tensor>& inputs, Tensor& output, cons
   auto run_with_epilogue = [&] {
     algo.run(p, tensors, cc);
     if (!epilogue.empty() && !algo.fuses_epilogue()) {
-      if (algo.device() != DeviceKind::cpu)  // the fusion pass only fuses host convolutions
-        throw DeviceError(msg(who, ": algorithm ", algo.name(), " on ", device_name(algo.device()),
-                              " cannot apply the epilogue ", epilogue_.text()));
-      apply_conv_epilogue(p, tensors, cc);
+      if (algo.device() == DeviceKind::cpu) apply_conv_epilogue(p, tensors, cc);
+      else cuda::apply_conv_epilogue_gpu(p, tensors, cc);  // cuDNN tensor ops on the same stream
     }
   };
   if (!options_.debug_check) {
@@ -358,9 +362,12 @@ void ConvImplOp::perform(const std::vector<Tensor>& inputs, Tensor& output, cons
   rp.dtype = a.dtype();
   Tensor want(rp.dtype, output.shape());
   reference_conv(rp, conv_tensors(rp.direction, a.raw(), b.raw(), want.raw()));
-  if (!epilogue.empty()) {  // the epilogue's host inputs (it only fuses host convolutions)
+  if (!epilogue.empty()) {  // the epilogue's inputs, as host copies in the reference's dtype
+    const Tensor bias = epilogue_.bias ? for_reference(inputs[2]) : Tensor();
+    const Tensor residual = epilogue_.residual ? for_reference(inputs[1 + extra]) : Tensor();
     ConvTensors ref = conv_tensors(rp.direction, a.raw(), b.raw(), want.raw());
-    ref.epilogue = epilogue;
+    ref.epilogue = ConvEpilogue{epilogue_.bias ? bias.raw() : nullptr, epilogue_.residual ? residual.raw() : nullptr,
+                                epilogue_.activation};
     apply_conv_epilogue(rp, ref, cc);
   }
   ConvCheck c = compare_conv_results(got.raw(), want.raw(), want.numel(), rp.dtype);

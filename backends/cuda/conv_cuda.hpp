@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "convgraph/backends/conv_algorithm.hpp"
 #include "convgraph/conv/conv_problem.hpp"
 #include "convgraph/core/error.hpp"
 
@@ -49,5 +50,13 @@ std::int64_t fft_good_size(std::int64_t n);
 /// Stride 1 on every axis, float32/float32 or float64/float64, FFT sizes within int.
 Status fft_static_check(const ConvProblem& p);
 FftGeometry fft_geometry(const ConvProblem& p);
+
+// ---- the forward epilogue on the GPU ---------------------------------------------------
+
+/// Applies t.epilogue (bias, residual, relu; ConvEpilogue) to the whole output t.y of the
+/// forward problem p on the GPU with cuDNN's tensor ops, for the CUDA algorithms that do
+/// not apply it themselves (cuda.corrmm, cuda.fft; ConvAlgorithm::fuses_epilogue()).
+/// Defined in backends/cuda/cudnn_epilogue.cpp; without CUDA it throws DeviceError.
+void apply_conv_epilogue_gpu(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx);
 
 }  // namespace convgraph::cuda

@@ -15,6 +15,7 @@
 #include "backends/cuda/cuda_check.hpp"
 #include "backends/cuda/cuda_handles.hpp"
 #include "backends/cuda/cudnn_descriptors.hpp"
+#include "backends/cuda/cudnn_epilogue.hpp"
 #include "backends/cuda/kernels.hpp"
 #include "backends/cuda/registration.hpp"
 #include "convgraph/backends/conv_algorithm.hpp"
@@ -208,6 +209,9 @@ class CudnnConvAlgorithm final : public ConvAlgorithm {
   std::string name() const override { return name_; }
   DeviceKind device() const override { return DeviceKind::cuda; }
   std::vector<std::string> tags() const override { return {"conv_dnn", "cudnn", "fast_run", "fast_compile"}; }
+  /// Forward applies the epilogue itself: in cuDNN's fused call where it applies, else in
+  /// cuDNN tensor ops right after the convolution on the same stream.
+  bool fuses_epilogue() const override { return info_.direction == ConvDirection::forward; }
 
   Status applicable(const ConvProblem& p) const override {
     if (!cuda_info().available) return Status::no(msg(name_, ": no usable GPU: ", cuda_info().reason));
@@ -258,9 +262,15 @@ class CudnnConvAlgorithm final : public ConvAlgorithm {
     cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
     switch (p.direction) {
       case ConvDirection::forward:
+        if (fused_call_applies(t.epilogue)) {
+          st = run_fused_forward(h, plan, d, x, t, cudnn_ws, q.bytes, alpha, beta);
+          if (st == CUDNN_STATUS_SUCCESS) return;  // conv, bias, residual and relu in one call
+          if (!cudnn_not_supported(st)) CG_CUDNN_CHECK(st);
+        }
         st = cudnnConvolutionForward(h, alpha, d.x.get(), x, d.w.get(), t.w, d.conv.get(),
                                      static_cast<cudnnConvolutionFwdAlgo_t>(info_.algo), cudnn_ws, q.bytes, beta,
                                      d.y.get(), t.y);
+        if (st == CUDNN_STATUS_SUCCESS) apply_epilogue_cudnn(h, plan, d.y.get(), t.y, t.epilogue);
         break;
       case ConvDirection::grad_inputs:
         st = cudnnConvolutionBackwardData(h, alpha, d.w.get(), t.w, d.y.get(), t.y, d.conv.get(),
@@ -286,6 +296,30 @@ class CudnnConvAlgorithm final : public ConvAlgorithm {
       return Status::no(msg(name_, " computes ", direction_name(info_.direction), ", not ", direction_name(p.direction)));
     if (Status s = plan_cudnn_conv(p, plan); !s) return Status::no(msg(name_, ": ", s.reason()));
     return cudnn_static_check(info_, p, plan);
+  }
+
+  /// cudnnConvolutionBiasActivationForward computes act(conv(x, w) + alpha2 z + bias): it
+  /// needs a bias, and cuDNN documents it for every algorithm only with relu (identity is
+  /// IMPLICIT_PRECOMP_GEMM only), so the fused call is made for IMPLICIT_PRECOMP_GEMM with a
+  /// bias; anything it declines at run time falls back to the separate epilogue pass.
+  /// The fused call adds the residual before the bias (the separate pass after it): the
+  /// results differ by rounding only.
+  bool fused_call_applies(const ConvEpilogue& ep) const {
+    return ep.bias && info_.algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+  }
+
+  static cudnnStatus_t run_fused_forward(cudnnHandle_t h, const CudnnConvPlan& plan, const CudnnDescriptors& d,
+                                         const void* x, const ConvTensors& t, void* ws, std::size_t ws_bytes,
+                                         const void* one, const void* zero) {
+    const TensorDesc bias(epilogue_bias_shape(plan.y), plan.data_type);
+    const ActivationDesc act(t.epilogue.activation == ConvActivation::relu ? CUDNN_ACTIVATION_RELU
+                                                                           : CUDNN_ACTIVATION_IDENTITY);
+    // Without a residual z is y itself, scaled by 0 (cuDNN does not read it then).
+    const void* z = t.epilogue.residual ? t.epilogue.residual : t.y;
+    return cudnnConvolutionBiasActivationForward(
+        h, one, d.x.get(), x, d.w.get(), t.w, d.conv.get(), CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, ws,
+        ws_bytes, t.epilogue.residual ? one : zero, d.y.get(), z, bias.get(), t.epilogue.bias, act.get(), d.y.get(),
+        t.y);
   }
 
   CudnnAlgoInfo info_;
