@@ -35,6 +35,7 @@ const RewriteDB& default_rewrite_db() {
     register_fusion(d);
     register_conv_epilogue_fusion(d);
     register_grad_fusion(d);
+    register_blocked_layout(d);
     register_cleanup(d);
     return d;
   }();

@@ -35,6 +35,7 @@ void register_meta_optimizer(RewriteDB& db);  // conv_meta, inside conv_lowering
 void register_fusion(RewriteDB& db);
 void register_conv_epilogue_fusion(RewriteDB& db);  // in the fusion phase, before elemwise_fusion
 void register_grad_fusion(RewriteDB& db);           // the same (relu's gradient into pooling's)
+void register_blocked_layout(RewriteDB& db);        // the same, after conv_epilogue_fusion (NCHW16c regions)
 void register_cleanup(RewriteDB& db);
 
 /// Common-subexpression elimination over the whole graph; returns the merges made.

@@ -1,5 +1,6 @@
 // The CPU kernel list of the non-convolution ops (KernelRegistry), one line per family.
 // Called explicitly by KernelRegistry::builtin(), as register_cpu_conv_algorithms() is.
+#include "backends/cpu/blocked.hpp"
 #include "backends/cpu/kernels_cpu.hpp"
 #include "backends/cpu/kernels_nn.hpp"
 #include "convgraph/backends/kernel_registry.hpp"
@@ -16,6 +17,7 @@ void register_cpu_kernels(KernelRegistry& r) {
   register_cpu_channel_kernels(r);      // bias_add(_grad), global_avg_pool(_grad)
   register_cpu_random_kernels(r);       // random (RandomStream draws)
   register_cpu_batch_norm_kernels(r);   // batch_norm_stats, batch_norm, batch_norm_grad_sums, batch_norm_grad_x
+  register_cpu_blocked_kernels(r);      // to_blocked, from_blocked, blocked_conv, blocked_pool
 }
 
 }  // namespace convgraph
