@@ -156,8 +156,10 @@ TensorType BlockedConvOp::infer(const std::vector<TensorType>& in) const {
   y.shape.push_back(kConvBlock);
   if (epilogue_.bias) {
     const TensorType& b = in[2];
-    if (b.dtype != y.dtype || b.rank() != 1 || !dims_compatible(b.shape[0], k))
-      throw ShapeError(msg(name(), ": bias ", b.to_string(), " must be float32 of shape (", k, ",)"));
+    // K contiguous values, as the NCHW epilogue takes them: (K,), (1, K, 1, ...) or (K, 1, ...).
+    const std::int64_t n = b.fully_known() ? numel(b.shape) : kUnknown;
+    if (b.dtype != y.dtype || !dims_compatible(n, k))
+      throw ShapeError(msg(name(), ": bias ", b.to_string(), " must be float32 holding ", k, " values"));
   }
   if (epilogue_.residual) {
     const TensorType& r = in.back();
