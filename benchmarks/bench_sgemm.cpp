@@ -2,7 +2,7 @@
 // cblas_sgemm when built with them) on the GEMM shapes that im2col turns the standard conv
 // layers into ("--filter layer": every layer of benchmarks/layers.txt, each direction).
 //
-//   bench_sgemm [--threads 1,2] [--samples N] [--filter substring] [--isa avx512|avx2|baseline]
+//   bench_sgemm [--threads 1,2] [--samples N] [--filter substring] [--isa avx512|avx2|baseline] [--no-eigen]
 //               [--wall] [--version]     (--opt=value works too)
 //
 // Prints an FMA peak check first (these hosts sometimes run one vCPU at half speed: rerun
@@ -12,6 +12,8 @@
 // --wall): on a machine shared with compilers that keeps them meaningful; multi-thread
 // rows are wall time and need a quiet machine.
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -229,7 +231,7 @@ int main(int argc, char** argv) {
   std::vector<int> thread_counts = {1, 2};
   int samples = 7;
   std::string filter, isa_name;
-  bool wall = false;
+  bool wall = false, no_eigen = false;
   CLI::App app{"bench_sgemm: convgraph's sgemm against Eigen (and oneDNN's dnnl_sgemm when built with it) on the "
                "GEMM shapes im2col makes of the standard conv layers; GFLOP/s medians.",
                "bench_sgemm"};
@@ -245,6 +247,7 @@ int main(int argc, char** argv) {
   app.add_option("--isa", isa_name, "convgraph's kernel level: avx512, avx2 or baseline (default: the best)")
       ->check(CLI::IsMember({"avx512", "avx2", "baseline"}));
   app.add_flag("--wall", wall, "time one-thread rows in wall time instead of thread CPU time");
+  app.add_flag("--no-eigen", no_eigen, "leave Eigen out (it is the slowest, and timing it takes most of the run)");
   if (const int status = convgraph::bench::parse_cli(app, argc, argv); status >= 0) return status;
   CpuIsa isa = active_cpu_isa();
   if (!isa_name.empty()) {
@@ -276,6 +279,9 @@ int main(int argc, char** argv) {
               "convgraph", "Eigen", "oneDNN", "OpenBLAS", "cg%", "dnn%", "obl%",
               "GFLOP/s medians; % of the measured peak; ratios cg/Eigen cg/oneDNN cg/OpenBLAS");
 
+  // Geometric means of the ratios cg/oneDNN and cg/OpenBLAS per thread count.
+  std::vector<std::array<double, 2>> log_sum(thread_counts.size(), {0.0, 0.0});
+  std::vector<std::array<int, 2>> rows(thread_counts.size(), {0, 0});
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (const Shape& s : kShapes) {
@@ -301,16 +307,18 @@ int main(int argc, char** argv) {
                          cpu::sgemm_with_isa(isa, s.ta, s.tb, s.M, s.N, s.K, 1.0f, A.data(), lda, B.data(), ldb,
                                              0.0f, C.data(), ldc, pp);
                        }, {}});
-      impls.push_back({"Eigen", [&] {
-                         using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-                         Eigen::Map<const RowMat> a(A.data(), s.ta ? s.K : s.M, s.ta ? s.M : s.K);
-                         Eigen::Map<const RowMat> b(B.data(), s.tb ? s.N : s.K, s.tb ? s.K : s.N);
-                         Eigen::Map<RowMat> c(C.data(), s.M, s.N);
-                         if (s.ta && s.tb) c.noalias() = a.transpose() * b.transpose();
-                         else if (s.ta) c.noalias() = a.transpose() * b;
-                         else if (s.tb) c.noalias() = a * b.transpose();
-                         else c.noalias() = a * b;
-                       }, {}});
+      if (!no_eigen) {
+        impls.push_back({"Eigen", [&] {
+                           using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+                           Eigen::Map<const RowMat> a(A.data(), s.ta ? s.K : s.M, s.ta ? s.M : s.K);
+                           Eigen::Map<const RowMat> b(B.data(), s.tb ? s.N : s.K, s.tb ? s.K : s.N);
+                           Eigen::Map<RowMat> c(C.data(), s.M, s.N);
+                           if (s.ta && s.tb) c.noalias() = a.transpose() * b.transpose();
+                           else if (s.ta) c.noalias() = a.transpose() * b;
+                           else if (s.tb) c.noalias() = a * b.transpose();
+                           else c.noalias() = a * b;
+                         }, {}});
+      }
 #if CONVGRAPH_HAVE_DNNL
       impls.push_back({"oneDNN", [&] {
                          dnnl_sgemm(s.ta ? 'T' : 'N', s.tb ? 'T' : 'N', s.M, s.N, s.K, 1.0f, A.data(), lda,
@@ -352,7 +360,16 @@ int main(int argc, char** argv) {
                   threads, g[0], g[1], g[2], g[3], 100 * g[0] / peak, 100 * g[2] / peak, 100 * g[3] / peak,
                   ratio(g[1]), ratio(g[2]), ratio(g[3]));
       std::fflush(stdout);
+      for (int c = 0; c < 2; ++c)
+        if (g[2 + c] > 0) {
+          log_sum[ti][c] += std::log(ratio(g[2 + c]));
+          ++rows[ti][c];
+        }
     }
   }
+  for (std::size_t ti = 0; ti < thread_counts.size(); ++ti)
+    std::printf("\n%d thread(s): geomean cg/oneDNN %.2f over %d shapes, cg/OpenBLAS %.2f over %d\n",
+                thread_counts[ti], rows[ti][0] ? std::exp(log_sum[ti][0] / rows[ti][0]) : 0.0, rows[ti][0],
+                rows[ti][1] ? std::exp(log_sum[ti][1] / rows[ti][1]) : 0.0, rows[ti][1]);
   return 0;
 }

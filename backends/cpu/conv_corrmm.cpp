@@ -2,9 +2,9 @@
 //
 // float32 (FusedRunner) never materialises the column matrix: the GEMM packs its B panels
 // straight from the image (im2col_pack; sgemm.hpp PanelSource), grad weights is one
-// batch-reduce GEMM over all images (split into a few partial sums when dW is too narrow
-// to keep the threads busy), and grad inputs scatters each small column tile (col2im)
-// while it is still in L2. float64 (Runner, Eigen's GEMM) works through a column buffer:
+// batch-reduce GEMM over all images (the GEMM splits its long depth among the threads
+// when dW is small), and grad inputs scatters each small column tile (col2im) while it
+// is still in L2. float64 (Runner, Eigen's GEMM) works through a column buffer:
 //
 // Per group g (W_g = filters of g as a Kg x Cg*KS matrix, col = im2col of g's channels),
 // in both:
@@ -48,16 +48,8 @@ constexpr i64 kMinSegment = 32;
 constexpr i64 kWgradRows = 64;
 constexpr i64 kWgradCols = 256;
 
-/// float32 grad weights: at most this many partial sums over the batch (a shape-only
-/// choice, so the result does not depend on the thread count) ...
-constexpr i64 kWgradParts = 4;
-/// ... used when dW has fewer columns than this: fewer would leave the GEMM too few
-/// column tiles to share among the threads without packing B once per row tile.
-constexpr i64 kWgradNarrow = 512;
-
 struct Plan {
   ConvGeometry g;
-  i64 wparts = 1;        ///< float32 grad weights: partial sums over the batch
   bool pointwise = false;
   i64 rows = 0;          ///< column-matrix rows of all groups: C * KS
   i64 seg_len = 0;       ///< output positions per segment (the last one of an image may be shorter)
@@ -84,16 +76,7 @@ Plan make_plan(const ConvProblem& p) {
   pl.pointwise = g.is_pointwise();
   pl.rows = g.C * g.ker_numel;
   const i64 P = g.out_numel;
-  if (p.dtype == DType::float32) {
-    // No column buffer (FusedRunner). Only grad weights keeps partial sums, and only as
-    // many as the limit allows.
-    const i64 dw_bytes = g.K * g.Cg * g.ker_numel * 4;
-    const i64 limit = static_cast<i64>(std::min<std::size_t>(p.workspace_limit, std::size_t{1} << 62));
-    if (p.direction == ConvDirection::grad_weights && g.Cg * g.ker_numel < kWgradNarrow)
-      pl.wparts = std::max<i64>(1, std::min({1 + limit / std::max<i64>(dw_bytes, 1), g.N, kWgradParts}));
-    pl.workspace = static_cast<std::size_t>((pl.wparts - 1) * dw_bytes);
-    return pl;
-  }
+  if (p.dtype == DType::float32) return pl;  // no column buffer (FusedRunner)
   const i64 row_bytes = pl.rows * static_cast<i64>(pl.elem);  // column bytes per position
   const i64 limit = static_cast<i64>(std::min<std::size_t>(p.workspace_limit, std::size_t{1} << 62));
   const i64 min_len = std::min(P, kMinSegment);
@@ -291,37 +274,23 @@ class FusedRunner {
   }
 
   // dW_g = sum over images of dY_g(n) * im2col(x_g(n))^T: one batch-reduce GEMM per group
-  // (per partial sum when wparts > 1: images split into wparts ranges, added up at the end).
+  // (a long depth over a small dW is split into partial sums inside the GEMM, by shape).
   void grad_weights() {
-    const i64 dw = g_.Kg * rows_, parts = pl_.wparts;
+    const i64 dw = g_.Kg * rows_;
     if (g_.N == 0) {
       std::fill(w_, w_ + g_.G * dw, 0.0f);
       return;
     }
-    float* partial = static_cast<float*>(ctx_.workspace);
-    // Partial sums are worth a thread each (they exist to keep the threads busy).
-    each(g_.G * parts, parts > 1 ? 1 : 2, [&](i64 i, ThreadPool* pool) {
-      const i64 grp = i / parts, part = i % parts;
-      const i64 n0 = g_.N * part / parts, n1 = g_.N * (part + 1) / parts;
-      const Source src{&g_, image(n0, grp), g_.C * g_.in_numel};
+    each(g_.G, 2, [&](i64 grp, ThreadPool* pool) {
+      const Source src{&g_, image(0, grp), g_.C * g_.in_numel};
       const PanelSource ps{nullptr, &src, &Source::rows};
       SgemmExt ext;
-      ext.batch = n1 - n0;
+      ext.batch = g_.N;
       ext.a_stride = g_.K * P_;
       ext.b_stride = g_.C * g_.in_numel;
       ext.b_source = pl_.pointwise ? nullptr : &ps;
-      float* dst = part == 0 ? w_ + grp * dw : partial + ((part - 1) * g_.G + grp) * dw;
-      sgemm_ex(false, true, g_.Kg, rows_, P_, 1.0f, y_ + (n0 * g_.K + grp * g_.Kg) * P_, P_, image(n0, grp),
-               P_, 0.0f, dst, rows_, ext, pool);
-    });
-    if (parts == 1) return;
-    const i64 total = g_.G * dw;
-    constexpr i64 kBlock = 4096;
-    parallel_over(ctx_, (total + kBlock - 1) / kBlock, [&](i64 b, i64 e) {
-      for (i64 part = 1; part < parts; ++part) {  // in order: a fixed sum order
-        const float* src = partial + (part - 1) * total;
-        for (i64 j = b * kBlock; j < std::min(total, e * kBlock); ++j) w_[j] += src[j];
-      }
+      sgemm_ex(false, true, g_.Kg, rows_, P_, 1.0f, y_ + grp * g_.Kg * P_, P_, image(0, grp), P_, 0.0f,
+               w_ + grp * dw, rows_, ext, pool);
     });
   }
 

@@ -24,7 +24,8 @@
 ///
 /// Loop order, chosen so the kernel streams as little as possible from far away:
 ///   tasks = column tiles of C (times row tiles when C has few columns; op(B) is then
-///   packed once up front if it is a single tile); in a task, per depth block,
+///   packed once up front if it is a single tile), times depth parts when K is long and
+///   C small (depth_parts; summed into C at the end); in a task, per depth block,
 ///   the tile's B block is packed (it stays in L2), then each A sliver is packed right
 ///   before use into a small buffer (it stays in L1) and the kernel runs over the tile's
 ///   B slivers. transA packs kAPanel slivers at once: its rows of A are the depth
@@ -89,9 +90,9 @@ class Scratch {
 };
 
 /// Slot 0: a thread's A sliver; 1: a thread's B block; 2: the caller's fully packed B;
-/// 3: one sliver of a B source's rows (PanelSource::rows).
+/// 3: one sliver of a B source's rows (PanelSource::rows); 4: the caller's depth-part sums.
 inline float* scratch(int slot, std::int64_t floats) {
-  thread_local Scratch buffers[4];
+  thread_local Scratch buffers[5];
   return buffers[slot].get(floats);
 }
 
@@ -129,6 +130,24 @@ void pack_b_panel_by_sliver(const GemmArgs& g, std::int64_t p0, std::int64_t kc,
                 dst + q * kc * Isa::kNR);
 }
 
+/// Depth split: a long K over a small C leaves too few tiles of C to share among the
+/// threads without packing op(B) once per row tile, so the depth steps are cut into
+/// kparts ranges whose products go to separate buffers and are added up at the end.
+/// kparts depends on the shape alone (the k order of every sum must not depend on the
+/// thread count): a power of two (it divides among 2, 4 or 8 threads) of at most
+/// kMaxParts, each part at least kMinPartSteps depth blocks deep (the final add is then
+/// noise), and the extra buffers at most kMaxPartFloats.
+constexpr std::int64_t kMaxParts = 8;
+constexpr std::int64_t kMinPartSteps = 4;
+constexpr std::int64_t kMaxPartFloats = std::int64_t{1} << 19;
+
+inline std::int64_t depth_parts(std::int64_t M, std::int64_t N, std::int64_t steps) {
+  std::int64_t parts = 1;
+  while (parts < kMaxParts && steps >= 2 * parts * kMinPartSteps && (2 * parts - 1) * M * N <= kMaxPartFloats)
+    parts *= 2;
+  return parts;
+}
+
 template <class Isa>
 void run_sgemm(const GemmArgs& g, ThreadPool* pool) {
   constexpr int MR = Isa::kMR;
@@ -142,38 +161,43 @@ void run_sgemm(const GemmArgs& g, ThreadPool* pool) {
   const std::int64_t nc = std::clamp<std::int64_t>(cache.l2 * 3 / 4 / (kc_max * 4) / NR * NR, 4 * NR, 4096);
 
   // Depth blocks of equal size (a short last block would waste a C pass); a batch repeats
-  // them per element.
+  // them per element: `steps` depth steps in all, cut into `kparts` ranges.
   const std::int64_t nkb = ceil_div(K, kc_max);
   const std::int64_t kcb = ceil_div(K, nkb);
   const std::int64_t msl = ceil_div(M, MR), nsl = ceil_div(N, NR);
   const std::int64_t Np = nsl * NR;
+  const std::int64_t steps = g.batch * nkb;
+  const std::int64_t kparts = depth_parts(M, N, steps);
 
   const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) *
                        static_cast<double>(g.batch);
   const std::int64_t threads = (pool && flops >= kMinParallelFlops) ? pool->size() : 1;
 
-  // Column tiles: at most nc wide. With several threads aim at about 4 tasks per thread
-  // (so a slow core takes fewer), but keep tiles at least kMinTile slivers wide: each
-  // A sliver is packed once per tile and should serve several kernel calls. Tiles are
-  // of equal width, and their count a multiple of the thread count when it is small.
-  // When that leaves fewer than two tiles per thread (few columns: 7x7 and 14x14 conv
-  // layers), the rows are split too; op(B) is then packed once up front when it is a
-  // single tile, else per task.
+  // Column tiles: at most nc wide. With several threads aim at about 4 tasks (tiles times
+  // depth parts) per thread (so a slow core takes fewer), but keep tiles at least kMinTile
+  // slivers wide: each A sliver is packed once per tile and should serve several kernel
+  // calls. Tiles are of equal width, and their count a multiple of the thread count when
+  // it is small. When that leaves fewer than two tasks per thread (few columns: 7x7 and
+  // 14x14 conv layers), the rows are split too; op(B) is then packed once up front when
+  // it is a single tile, else per task.
   constexpr std::int64_t kMinTile = 8;
   const std::int64_t max_tile = std::max<std::int64_t>(1, nc / NR);
   std::int64_t ntiles = ceil_div(nsl, max_tile);
   std::int64_t mtiles = 1;
   if (threads > 1) {
-    const std::int64_t want = std::min(max_tile, std::max(kMinTile, ceil_div(nsl, 4 * threads)));
+    const std::int64_t tiles_wanted = ceil_div(4 * threads, kparts);
+    const std::int64_t want = std::min(max_tile, std::max(kMinTile, ceil_div(nsl, tiles_wanted)));
     ntiles = ceil_div(nsl, want);
-    if (ntiles > 1 && ntiles < 4 * threads) ntiles = std::min(nsl, ceil_div(ntiles, threads) * threads);
-    if (ntiles < 2 * threads) mtiles = std::min(msl, ceil_div(4 * threads, ntiles));
+    if (kparts == 1 && ntiles > 1 && ntiles < 4 * threads)
+      ntiles = std::min(nsl, ceil_div(ntiles, threads) * threads);
+    if (ntiles * kparts < 2 * threads) mtiles = std::min(msl, ceil_div(4 * threads, ntiles * kparts));
   }
   const std::int64_t tile_ns = ceil_div(nsl, ntiles);
   ntiles = ceil_div(nsl, tile_ns);
   const std::int64_t tile_ms = ceil_div(msl, mtiles);
   mtiles = ceil_div(msl, tile_ms);
-  const bool shared_b = mtiles > 1 && ntiles == 1 && g.batch == 1;
+  const std::int64_t tiles = mtiles * ntiles;
+  const bool shared_b = mtiles > 1 && ntiles == 1 && g.batch == 1 && kparts == 1;
 
   // Packs columns j0..j0+n of op(B) of batch element b: from the source, or the stored B.
   auto pack_b = [&](std::int64_t b, std::int64_t p0, std::int64_t kc, std::int64_t j0, std::int64_t n,
@@ -218,16 +242,25 @@ void run_sgemm(const GemmArgs& g, ThreadPool* pool) {
     });
   }
 
-  // Tiles of C.
+  // Depth part q > 0 writes its products to partial + (q-1)*M*N (row stride N, no beta).
+  float* partial = kparts > 1 ? scratch(4, (kparts - 1) * M * N) : nullptr;
+  GemmArgs gpart = g;
+  gpart.beta = 0.0f;
+  gpart.ldc = N;
+
+  // Tasks: a tile of C times a range of depth steps.
   const std::int64_t apanel = g.ta ? Isa::kAPanel : 1;
-  run(mtiles * ntiles, [&](std::int64_t begin, std::int64_t end) {
+  run(kparts * tiles, [&](std::int64_t begin, std::int64_t end) {
     float* abuf = scratch(0, Isa::kABuf * apanel);
     float* local_b = shared_b ? nullptr : scratch(1, kcb * tile_ns * NR);
     for (std::int64_t t = begin; t < end; ++t) {
-      const std::int64_t mt = t / ntiles, nt = t % ntiles;
+      const std::int64_t part = t / tiles, mt = t % tiles / ntiles, nt = t % ntiles;
       const std::int64_t s0 = mt * tile_ms, s1 = std::min(msl, s0 + tile_ms);
       const std::int64_t j0 = nt * tile_ns, j1 = std::min(nsl, j0 + tile_ns);
-      for (std::int64_t step = 0; step < g.batch * nkb; ++step) {
+      const GemmArgs& gc = part == 0 ? g : gpart;
+      float* C = part == 0 ? g.C : partial + (part - 1) * M * N;
+      const std::int64_t step0 = steps * part / kparts, step1 = steps * (part + 1) / kparts;
+      for (std::int64_t step = step0; step < step1; ++step) {
         const std::int64_t b = step / nkb, p = step % nkb;
         const std::int64_t p0 = p * kcb, kc = std::min(kcb, K - p0);
         GemmArgs ga = g;  // A of batch element b
@@ -246,16 +279,33 @@ void run_sgemm(const GemmArgs& g, ThreadPool* pool) {
             const int m = static_cast<int>(std::min<std::int64_t>(MR, M - s * MR));
             const float* ap = abuf + (s - sb) * Isa::kABuf;
             if (apanel == 1) Isa::pack_a(ga, s * MR, m, p0, kc, abuf);
-            float* crow = g.C + s * MR * g.ldc;
+            float* crow = C + s * MR * gc.ldc;
             for (std::int64_t j = j0; j < j1; ++j) {
               const int n = static_cast<int>(std::min<std::int64_t>(NR, N - j * NR));
-              Isa::kernel(g, kc, ap, bp + (j - j0) * kc * NR, crow + j * NR, m, n, step == 0);
+              Isa::kernel(gc, kc, ap, bp + (j - j0) * kc * NR, crow + j * NR, m, n, step == step0);
             }
           }
         }
       }
-      if (g.hook != nullptr)
+      if (g.hook != nullptr && kparts == 1)
         g.hook->fn(g.hook->ctx, s0 * MR, std::min(M, s1 * MR), j0 * NR, std::min(N, j1 * NR));
+    }
+  });
+  if (kparts == 1) return;
+
+  // C += the other parts, in part order (a fixed sum order), tile by tile.
+  run(tiles, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t t = begin; t < end; ++t) {
+      const std::int64_t i0 = t / ntiles * tile_ms * MR, i1 = std::min(M, i0 + tile_ms * MR);
+      const std::int64_t j0 = t % ntiles * tile_ns * NR, j1 = std::min(N, j0 + tile_ns * NR);
+      for (std::int64_t i = i0; i < i1; ++i) {
+        float* __restrict c = g.C + i * g.ldc;
+        for (std::int64_t q = 1; q < kparts; ++q) {
+          const float* __restrict src = partial + (q - 1) * M * N + i * N;
+          for (std::int64_t j = j0; j < j1; ++j) c[j] += src[j];
+        }
+      }
+      if (g.hook != nullptr) g.hook->fn(g.hook->ctx, i0, i1, j0, j1);
     }
   });
 }

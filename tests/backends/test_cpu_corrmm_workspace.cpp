@@ -53,7 +53,7 @@ TEST_CASE("corrmm: chunking under a small workspace_limit gives identical result
           ++runs;
         }
         if (dtype == DType::float32) {
-          // No column buffer: any limit works (grad weights keeps fewer partial sums).
+          // No column buffer: any limit works.
           ConvProblem q = p;
           q.workspace_limit = 0;
           CHECK(corrmm->applicable(q));
@@ -77,9 +77,9 @@ TEST_CASE("corrmm: chunking under a small workspace_limit gives identical result
 
 TEST_CASE("corrmm: run() refuses a workspace smaller than it asked for", "[backends][conv][cpu][corrmm]") {
   const auto corrmm = make_cpu_corrmm_algorithm();
-  // float64's column buffer; float32 asks only for grad weights' partial sums.
+  // float64's column buffer (float32 asks for none).
   for (const auto& [dir, dtype] : {std::pair{ConvDirection::forward, DType::float64},
-                                   std::pair{ConvDirection::grad_weights, DType::float32}}) {
+                                   std::pair{ConvDirection::grad_weights, DType::float64}}) {
     const ConvProblem p = conv_chunking_cases().front().problem(dir, dtype);
     REQUIRE(corrmm->workspace_bytes(p) > 0);
     const ConvOperands ops = make_operands(p, 3);

@@ -3,6 +3,7 @@
 // padded leading dimensions, threading, and every kernel family this CPU can run.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -13,6 +14,7 @@
 #include "backends/cpu/sgemm.hpp"
 #include "convgraph/core/error.hpp"
 #include "convgraph/core/thread_pool.hpp"
+#include "support/child_process.hpp"  // sanitized_build
 
 namespace {
 
@@ -167,6 +169,73 @@ TEST_CASE("sgemm: the result does not depend on the thread count", "[sgemm]") {
   convgraph::cpu::sgemm(false, false, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, c4.data(), N, &p4);
   CHECK(c1 == c2);
   CHECK(c1 == c4);
+}
+
+TEST_CASE("sgemm: a long depth over a small C is split into partial sums", "[sgemm]") {
+  // K = 6000 is 16 depth blocks of 384 (AVX-512), enough for four parts; C is smaller
+  // than a register block in one or both directions, or a few of them with tails.
+  ThreadPool p2(2), p3(3);
+  const bool thin = convgraph::test::sanitized_build();
+  for (CpuIsa isa : runnable_isas()) {
+    if (thin && isa != convgraph::active_cpu_isa()) continue;
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      check_case({ta, tb, 20, 37, 6000, 0.5f, 1.0f, 3}, isa, &p2);
+      check_case({ta, tb, 5, 3, 6001, 1.0f, 0.0f, 0}, isa, &p3, /*nan_c=*/true);
+      if (!thin) check_case({ta, tb, 31, 70, 3000, -1.0f, 0.25f, 0}, isa, nullptr);
+    }
+  }
+}
+
+TEST_CASE("sgemm: split depth, batch-reduce and tile hook: final tiles, the same bits on any thread count",
+          "[sgemm]") {
+  // C = sum over 3 batch elements of A_b * B_b^T (grad weights' shape), K long enough to
+  // split; the hook must see every element once, already final.
+  std::mt19937 rng(11);
+  const i64 M = 23, N = 41, K = 3100, batch = 3;
+  const std::vector<float> A = random_matrix(batch * M, K, 0, rng), B = random_matrix(batch * N, K, 0, rng);
+  struct Seen {
+    const float* c;
+    i64 n;
+    std::vector<float> copy;
+    std::vector<int> count;
+    static void fn(const void* ctx, i64 i0, i64 i1, i64 j0, i64 j1) {
+      auto* s = static_cast<Seen*>(const_cast<void*>(ctx));
+      for (i64 i = i0; i < i1; ++i)
+        for (i64 j = j0; j < j1; ++j) {
+          s->copy[static_cast<std::size_t>(i * s->n + j)] = s->c[i * s->n + j];
+          ++s->count[static_cast<std::size_t>(i * s->n + j)];
+        }
+    }
+  };
+  ThreadPool p2(2), p3(3);
+  std::vector<std::vector<float>> results;
+  for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &p2, &p3}) {
+    std::vector<float> C(static_cast<std::size_t>(M * N), kNaN);
+    Seen seen{C.data(), N, std::vector<float>(C.size(), kNaN), std::vector<int>(C.size(), 0)};
+    const convgraph::cpu::TileHook hook{&Seen::fn, &seen};
+    convgraph::cpu::SgemmExt ext;
+    ext.batch = batch;
+    ext.a_stride = M * K;
+    ext.b_stride = N * K;
+    ext.tile_done = &hook;
+    convgraph::cpu::sgemm_ex(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 0.0f, C.data(), N, ext, pool);
+    CHECK(seen.copy == C);
+    CHECK(std::count(seen.count.begin(), seen.count.end(), 1) == M * N);
+    double worst = 0;
+    for (i64 i = 0; i < M; ++i)
+      for (i64 j = 0; j < N; ++j) {
+        double want = 0;
+        for (i64 b = 0; b < batch; ++b)
+          for (i64 k = 0; k < K; ++k)
+            want += double(A[static_cast<std::size_t>((b * M + i) * K + k)]) * B[static_cast<std::size_t>((b * N + j) * K + k)];
+        worst = std::max(worst, std::abs(want - C[static_cast<std::size_t>(i * N + j)]));
+      }
+    CHECK(worst < 1e-2);
+    results.push_back(C);
+  }
+  CHECK(results[0] == results[1]);
+  CHECK(results[0] == results[2]);
 }
 
 TEST_CASE("sgemm: empty sizes and alpha == 0 follow the BLAS rules", "[sgemm]") {
