@@ -44,11 +44,11 @@ class DirectAlgorithm final : public ConvAlgorithm {
     const double peak = m.flops_per_s(computes_in_float64(p));
     if (const KvecPlan pl(p); pl.usable) {
       const double reduction = static_cast<double>(pl.nsrc * pl.taps);
-      // Destination channels go in register blocks of 64 (AVX-512), 16 (AVX2) or 8 floats,
-      // zero-padded: LeNet's 20-channel grad inputs use 20 of 64 lanes (measured 2.1x the
-      // time a 16-lane rounding predicts).
-      const i64 block = active_cpu_isa() == CpuIsa::avx512 ? 64 : active_cpu_isa() == CpuIsa::avx2 ? 16 : 8;
-      const double lanes = static_cast<double>(pl.ndst) / static_cast<double>((pl.ndst + block - 1) / block * block);
+      // Destination channels go in the level's register blocks (kernels/direct_kvec.cpp's
+      // kL, kMaxNK, kAcc), zero-padded to whole vectors.
+      const bool w512 = active_cpu_isa() == CpuIsa::avx512, w256 = active_cpu_isa() == CpuIsa::avx2;
+      const KvecShape sh = kvec_shape(pl.ndst, w512 ? 16 : w256 ? 8 : 4, w512 ? 4 : 2, w512 ? 24 : 12);
+      const double lanes = static_cast<double>(pl.ndst) / static_cast<double>(sh.padded());
       // Forward and grad inputs store every output through an L1 transpose (about the
       // cost of 128 reduction steps); grad weights transposes dy once per chunk instead.
       const double overhead = pl.grad_weights ? 48 : 128;

@@ -22,14 +22,42 @@
 
 namespace convgraph::cpu {
 
-/// Destination channels per packed block: the widest level's register block (4 x 16
-/// floats); narrower levels use a divisor of it, so the packed size bounds them all.
+/// Destination channels per packed block at most: the widest level's register block (4 x 16
+/// floats). Each level packs blocks of `vectors` x its lanes (kvec_shape), whose padded
+/// channel count never exceeds ndst rounded up to this, so the packed size bounds them all.
 inline constexpr i64 kKvecMaxBlock = 64;
 /// Fewest destination channels per group worth vectorising over (a 16-lane vector at the
 /// AVX-512 level); below it the row engine's position vectors waste less.
 inline constexpr i64 kKvecMinChannels = 16;
-/// Rows of a tile: output pixels (forward, grad inputs) or (channel, tap) pairs (grad weights).
-inline constexpr i64 kKvecTileRows = 6;
+/// Rows of a tile at most: output pixels (forward, grad inputs) or (channel, tap) pairs
+/// (grad weights). Every level's row counts divide it.
+inline constexpr i64 kKvecMaxTileRows = 24;
+
+/// A level's register block for ndst destination channels: rows x vectors x split
+/// accumulators of `lanes` floats, in blocks of vectors x lanes channels. `split` sums
+/// alternate reduction steps (taps, or pixels for grad weights) into separate accumulators,
+/// so few channels keep enough independent FMAs in flight while a tile's rows (each a
+/// source pointer) still fit the general registers: AVX-512 has 8 pixels x 16 channels x 3,
+/// 6 x 32 x 2, 8 x 48 and 6 x 64. More channels are split into blocks of equal width (80
+/// channels: two blocks of 48, not 64 + 16).
+struct KvecShape {
+  i64 lanes = 16, vectors = 1, rows = 8, split = 1, blocks = 1;
+  i64 block() const { return lanes * vectors; }
+  i64 padded() const { return blocks * block(); }  ///< channels including the zero lanes
+};
+/// lanes / max_vectors / accumulators per level: 16 / 4 / 24 (AVX-512, 32 registers),
+/// 8 / 2 / 12 (AVX2) and 4 / 2 / 12 (baseline SSE, 16 registers).
+inline KvecShape kvec_shape(i64 ndst, i64 lanes, i64 max_vectors, i64 accumulators) {
+  KvecShape s;
+  s.lanes = lanes;
+  const i64 nvec = (ndst + lanes - 1) / lanes;
+  s.blocks = (nvec + max_vectors - 1) / max_vectors;
+  s.vectors = (nvec + s.blocks - 1) / s.blocks;
+  s.rows = accumulators % (8 * s.vectors) == 0 ? 8 : 6;
+  s.split = accumulators / (s.rows * s.vectors);
+  return s;
+}
+
 /// Grad weights: at most this many pixel slices, and at most this many bytes of partial sums.
 inline constexpr i64 kKvecMaxSlices = 16;
 inline constexpr i64 kKvecPartialBytes = i64{8} << 20;
@@ -40,7 +68,7 @@ struct KvecPlan {
   bool copy_src = false;          ///< the source needs a zero-padded copy
   std::array<i64, 3> dst{}, src{}, padded{}, lowpad{}, stride{}, dil{}, ker{};
   i64 N = 0, G = 1, nsrc = 0, ndst = 0, nblocks = 0, taps = 0;
-  i64 slices = 1, row_tiles = 0;  ///< grad weights: pixel slices, tiles of (channel, tap) rows
+  i64 slices = 1, tile_rows = 0;  ///< grad weights: pixel slices, (channel, tap) rows at most
   i64 dst_numel = 0, src_numel = 0, padded_numel = 0;
   std::size_t packed_bytes = 0, src_bytes = 0, workspace = 0;
 
@@ -78,8 +106,9 @@ struct KvecPlan {
     padded_numel = padded[0] * padded[1] * padded[2];
     nblocks = (ndst + kKvecMaxBlock - 1) / kKvecMaxBlock;
     if (grad_weights) {  // partial sums of every slice instead of packed weights
-      row_tiles = (nsrc * taps + kKvecTileRows - 1) / kKvecTileRows;
-      const i64 slice_bytes = G * nblocks * row_tiles * kKvecTileRows * kKvecMaxBlock * static_cast<i64>(sizeof(float));
+      // Rows padded to whole tiles of any level's row count (each divides kKvecMaxTileRows).
+      tile_rows = (nsrc * taps + kKvecMaxTileRows - 1) / kKvecMaxTileRows * kKvecMaxTileRows;
+      const i64 slice_bytes = G * nblocks * tile_rows * kKvecMaxBlock * static_cast<i64>(sizeof(float));
       const i64 pixels = N * dst_numel;
       slices = std::clamp<i64>(std::min((pixels + 1023) / 1024, kKvecPartialBytes / slice_bytes), 1, kKvecMaxSlices);
       packed_bytes = static_cast<std::size_t>(slices * slice_bytes);

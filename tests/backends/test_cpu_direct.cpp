@@ -27,9 +27,11 @@ using Axes = std::vector<std::int64_t>;
 
 using Pairs = std::vector<std::pair<std::int64_t, std::int64_t>>;
 
-/// Channel counts chosen so every level sees full and partial channel blocks (16-lane
-/// vectors at AVX-512 in blocks of 64, 8 in 16 at AVX2, 4 in 8 below) and pixel counts that
-/// leave short tiles.
+/// Channel counts chosen so every level sees each of its register blocks (kvec_shape: at
+/// AVX-512 16, 32, 48 and 64 channels, 18-24 and 33 as partial vectors, 70 as two blocks
+/// of 48; at AVX2 and below every count as blocks of 2 vectors with partial ones), pixel
+/// counts that leave short tiles, and tap or (channel, tap) counts that leave a partial
+/// step of the split accumulators or a short last row tile.
 std::vector<ConvCase> kvec_cases() {
   return {
       make_conv_case("stem-like 7x7 s2", {2, 3, 19, 21}, {20, 3, 7, 7}, 3, {2, 2}),
@@ -42,6 +44,8 @@ std::vector<ConvCase> kvec_cases() {
       make_conv_case("grouped", {1, 32, 6, 9}, {48, 16, 3, 3}, "half", {1, 1}, {}, true, 2),
       make_conv_case("asymmetric pads", {2, 16, 8, 9}, {17, 16, 3, 2}, Pairs{{2, 0}, {0, 3}}, {1, 1}, {1, 2}),
       make_conv_case("pad wider than the kernel", {1, 16, 9}, {16, 16, 3}, 5, {1}),
+      make_conv_case("64 channels, odd source channels", {2, 7, 5, 6}, {57, 7, 3, 3}, 1, {1, 1}),
+      make_conv_case("32 channels, 5 taps", {2, 32, 11}, {32, 32, 5}, 2, {1}),
   };
 }
 
@@ -68,10 +72,11 @@ TEST_CASE("direct: the channel-vectorised path matches the reference at every le
       const double scale = std::max(1.0, max_abs(ref));
       const ConvProblem p = c.problem(dir, DType::float32);
       // The path's workspace shows it is taken: forward and grad weights always here (every
-      // case has K >= 16), grad inputs at stride 1 unless the padding is wider than the kernel.
+      // case has K >= 16), grad inputs at stride 1 with C/G >= 16 unless the padding is wider
+      // than the kernel.
       const bool stride1 = std::all_of(p.stride.begin(), p.stride.begin() + p.ndim, [](auto s) { return s == 1; });
       const bool kvec = dir != ConvDirection::grad_inputs ||
-                        (dir == ConvDirection::grad_inputs && stride1 && c.name != "pad wider than the kernel");
+                        (stride1 && p.Cg() >= 16 && c.name != "pad wider than the kernel");
       INFO(c.name << " " << p.key());
       CHECK((direct->workspace_bytes(p) > 0) == kvec);
       for (CpuIsa isa : levels_to_check()) {

@@ -2,7 +2,7 @@
 // forward, grad inputs at stride 1 and grad weights, for layers with at least
 // kKvecMinChannels destination (output-gradient, for grad weights) channels per group.
 //
-// A tile is kP output pixels x NK vectors of destination channels, all accumulators in
+// A tile is P output pixels x NK vectors of destination channels, all accumulators in
 // registers; each step of the reduction over (source channel, tap) broadcasts one source
 // value per pixel and loads NK weight vectors, so any stride, dilation or kernel size costs
 // the same and no lane is wasted on short rows: the pixels of a tile are consecutive in
@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "backends/cpu/conv_geometry.hpp"
@@ -30,74 +31,100 @@
 namespace convgraph::cpu::CONVGRAPH_ISA_NS {
 namespace {
 
-// Register block per level: kP x kNK accumulators of kL floats (24 of 32 registers with
-// AVX-512, 12 of 16 below), plus kNK weight vectors and a broadcast.
+// Register blocks per level (direct_kvec.hpp's kvec_shape): kAcc accumulators of kL floats
+// (24 of 32 registers with AVX-512, 12 of 16 below) as rows x vectors, plus the vectors'
+// weights and a broadcast. Every shape comes from the one template below.
 #if CONVGRAPH_ISA_AVX512
-constexpr int kL = 16, kNK = 4;
+constexpr int kL = 16, kMaxNK = 4;
 #elif CONVGRAPH_ISA_AVX2
-constexpr int kL = 8, kNK = 2;
+constexpr int kL = 8, kMaxNK = 2;
 #else
-constexpr int kL = 4, kNK = 2;
+constexpr int kL = 4, kMaxNK = 2;
 #endif
-constexpr int kP = static_cast<int>(kKvecTileRows);
-constexpr int kBlock = kL * kNK;  // destination channels per block (divides kKvecMaxBlock)
+constexpr int kAcc = kMaxNK == 4 ? 24 : 12;
+constexpr int kMaxP = 8;          // rows of a tile at most
 constexpr int kTiles = 8;         // tiles per work unit, sharing each weight chunk in L1
 constexpr i64 kChunkBytes = 24 * 1024;  // weights per source-channel chunk (L1)
 constexpr i64 kChunkPages = 32;         // source channels per chunk when planes exceed a page
 constexpr i64 kChunkPixels = 96;        // grad weights: dy pixels transposed at a time (L1)
 using vkf = float __attribute__((vector_size(kL * sizeof(float))));
-static_assert(kKvecMaxBlock % kBlock == 0);
+static_assert(kKvecMaxBlock % (kL * kMaxNK) == 0 && kKvecMaxTileRows % kMaxP == 0);
+// Below AVX-512 a layer has at least two vectors of channels: one shape (6 x 2) serves.
+static_assert(kMaxNK == 4 || kKvecMinChannels >= 2 * kL);
 
-/// acc[p][*] (+)= sum_{q in [q0, q1), t} src[p][q * qstride + taps[t]] * w[q][t][*], with
-/// acc held in io ([kP][kBlock]): zero-started when `init`, else loaded.
-template <int NK>
-void tile(const float* const (&src)[kP], const float* w, const i64* taps, i64 T, i64 q0, i64 q1,
-          i64 qstride, float* io, bool init) {
-  vkf acc[kP][NK];
-  const float* s[kP];
+KvecShape shape_for(i64 ndst) { return kvec_shape(ndst, kL, kMaxNK, kAcc); }
+
+/// acc[p][*] (+)= sum_{q in [q0, q1), t} src[p][q * qstride + taps[t]] * w[q][t][*] for
+/// P rows and NK vectors, with acc held in io ([P][NK * kL]): zero-started when `init`,
+/// else loaded. Taps t = u mod U go to accumulator set u, added up at the end.
+template <int P, int NK, int U>
+void tile(const float* const* src, const float* w, const i64* taps, i64 T, i64 q0, i64 q1, i64 qstride, float* io,
+          bool init) {
+  constexpr int B = NK * kL;
+  vkf acc[U][P][NK];
+  const float* s[P];
 #pragma GCC unroll 8
-  for (int p = 0; p < kP; ++p) {
+  for (int p = 0; p < P; ++p) {
     s[p] = src[p];
 #pragma GCC unroll 4
     for (int v = 0; v < NK; ++v) {
-      if (init) acc[p][v] = vkf{};
-      else std::memcpy(&acc[p][v], io + p * kBlock + v * kL, sizeof(vkf));
+      if (init) acc[0][p][v] = vkf{};
+      else std::memcpy(&acc[0][p][v], io + p * B + v * kL, sizeof(vkf));
+#pragma GCC unroll 3
+      for (int u = 1; u < U; ++u) acc[u][p][v] = vkf{};
     }
   }
-  for (i64 q = q0; q < q1; ++q) {
-    const float* wq = w + q * T * kBlock;
-    const i64 qo = q * qstride;
-    for (i64 t = 0; t < T; ++t) {
-      const i64 o = qo + taps[t];
-      vkf wv[NK];
+  // One reduction step of `n` (U, or 1 for the tail) taps from t.
+  const auto step = [&](const float* wq, i64 qo, i64 t, auto n) {
+    constexpr int kN = decltype(n)::value;
+    vkf wv[kN][NK];
+    i64 o[kN];
+#pragma GCC unroll 3
+    for (int u = 0; u < kN; ++u) {
+      o[u] = qo + taps[t + u];
 #pragma GCC unroll 4
-      for (int v = 0; v < NK; ++v) std::memcpy(&wv[v], wq + t * kBlock + v * kL, sizeof(vkf));
+      for (int v = 0; v < NK; ++v) std::memcpy(&wv[u][v], wq + (t + u) * B + v * kL, sizeof(vkf));
+    }
 #pragma GCC unroll 8
-      for (int p = 0; p < kP; ++p) {
-        const float x = s[p][o];
+    for (int p = 0; p < P; ++p)
+#pragma GCC unroll 3
+      for (int u = 0; u < kN; ++u) {
+        const float x = s[p][o[u]];
 #pragma GCC unroll 4
-        for (int v = 0; v < NK; ++v) acc[p][v] += x * wv[v];
+        for (int v = 0; v < NK; ++v) acc[u][p][v] += x * wv[u][v];
       }
-    }
+  };
+  for (i64 q = q0; q < q1; ++q) {
+    const float* wq = w + q * T * B;
+    const i64 qo = q * qstride;
+    i64 t = 0;
+    for (; t + U <= T; t += U) step(wq, qo, t, std::integral_constant<int, U>{});
+    for (; t < T; ++t) step(wq, qo, t, std::integral_constant<int, 1>{});
   }
 #pragma GCC unroll 8
-  for (int p = 0; p < kP; ++p)
+  for (int p = 0; p < P; ++p)
 #pragma GCC unroll 4
-    for (int v = 0; v < NK; ++v) std::memcpy(io + p * kBlock + v * kL, &acc[p][v], sizeof(vkf));
+    for (int v = 0; v < NK; ++v) {
+#pragma GCC unroll 3
+      for (int u = 1; u < U; ++u) acc[0][p][v] += acc[u][p][v];
+      std::memcpy(io + p * B + v * kL, &acc[0][p][v], sizeof(vkf));
+    }
 }
 
-using TileFn = void (*)(const float* const (&)[kP], const float*, const i64*, i64, i64, i64, i64, float*, bool);
+using TileFn = void (*)(const float* const*, const float*, const i64*, i64, i64, i64, i64, float*, bool);
 
-TileFn tile_for(int nk) {
-  switch (nk) {
-    case 1: return &tile<1>;
-    case 2: return &tile<2>;
+/// The one tile function of each shape kvec_shape gives this level.
+TileFn tile_for(const KvecShape& sh) {
 #if CONVGRAPH_ISA_AVX512
-    case 3: return &tile<3>;
-    case 4: return &tile<4>;
+  if (sh.vectors == 1) return &tile<8, 1, 3>;
+  if (sh.vectors == 2) return &tile<6, 2, 2>;
+  if (sh.vectors == 3) return &tile<8, 3, 1>;
+  if (sh.vectors == 4) return &tile<6, 4, 1>;
+#else
+  if (sh.vectors == 2) return &tile<6, 2, 1>;
 #endif
-    default: return nullptr;
-  }
+  (void)sh;
+  return nullptr;
 }
 
 }  // namespace
@@ -106,7 +133,9 @@ TileFn tile_for(int nk) {
 void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) {
   const ConvGeometry g(p);
   const KvecPlan pl(p);
-  const i64 nkb = (pl.ndst + kBlock - 1) / kBlock;
+  const KvecShape sh = shape_for(pl.ndst);
+  const i64 nkb = sh.blocks, B = sh.block(), P = sh.rows;  // blocks of B channels, tiles of P rows
+  const TileFn fn = tile_for(sh);
   const i64 T = pl.taps, Q = pl.nsrc;
   auto* packed = static_cast<float*>(ctx.workspace);
   const auto* w = static_cast<const float*>(t.w);
@@ -128,22 +157,22 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
         }
   }
 
-  // Weights: packed[grp][kb][q][tap][kBlock], zero beyond the last destination channel.
+  // Weights: packed[grp][kb][q][tap][B], zero beyond the last destination channel.
   // w is [K][Cg][taps]: destination channel d and source q are (k, c) forward, (c, k) in
   // grad inputs.
   if (!pl.grad_weights) parallel_over(ctx, p.G * nkb * Q, [&](i64 begin, i64 end) {
     for (i64 idx = begin; idx < end; ++idx) {
       const i64 q = idx % Q, kb = idx / Q % nkb, grp = idx / Q / nkb;
-      float* out = packed + idx * T * kBlock;
-      for (i64 dd = 0; dd < kBlock; ++dd) {
-        const i64 d = kb * kBlock + dd;
+      float* out = packed + idx * T * B;
+      for (i64 dd = 0; dd < B; ++dd) {
+        const i64 d = kb * B + dd;
         if (d >= pl.ndst) {
-          for (i64 tp = 0; tp < T; ++tp) out[tp * kBlock + dd] = 0.0f;
+          for (i64 tp = 0; tp < T; ++tp) out[tp * B + dd] = 0.0f;
           continue;
         }
         const i64 k = pl.grad_inputs ? q : d, c = pl.grad_inputs ? d : q;
         const float* row = w + ((grp * g.Kg + k) * g.Cg + c) * g.ker_numel;
-        for (i64 tp = 0; tp < T; ++tp) out[tp * kBlock + dd] = row[tap_w[static_cast<std::size_t>(tp)]];
+        for (i64 tp = 0; tp < T; ++tp) out[tp * B + dd] = row[tap_w[static_cast<std::size_t>(tp)]];
       }
     }
   });
@@ -203,23 +232,21 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
 
   if (pl.grad_weights) {
     // Tile rows are (input channel, tap) pairs r = q * T + t; the last tile repeats its last.
-    const i64 R = Q * T, ntr = pl.row_tiles;
-    std::vector<i64> row_off(static_cast<std::size_t>(ntr * kP));
-    for (i64 r = 0; r < ntr * kP; ++r) {
+    const i64 R = Q * T, ntr = (R + P - 1) / P;
+    std::vector<i64> row_off(static_cast<std::size_t>(ntr * P));
+    for (i64 r = 0; r < ntr * P; ++r) {
       const i64 rr = std::min(r, R - 1);
       row_off[static_cast<std::size_t>(r)] = rr / T * pl.padded_numel + tap_off[static_cast<std::size_t>(rr % T)];
     }
     const i64 S = pl.slices, per = (pixels + S - 1) / S;
-    const i64 tile_floats = kP * kBlock;
+    const i64 tile_floats = P * B;
     auto partial_at = [&](i64 grp, i64 kb, i64 s) { return packed + ((grp * nkb + kb) * S + s) * ntr * tile_floats; };
     parallel_over(ctx, p.G * nkb * S, [&](i64 begin, i64 end) {
-      alignas(64) float dyt[kChunkPixels * kBlock];  // dy chunk as [pixel][output channel]
+      alignas(64) float dyt[kChunkPixels * kKvecMaxBlock];  // dy chunk as [pixel][output channel]
       i64 dy_off[kChunkPixels], x_off[kChunkPixels];
       for (i64 idx = begin; idx < end; ++idx) {
         const i64 s = idx % S, kb = idx / S % nkb, grp = idx / S / nkb;
-        const i64 d0 = kb * kBlock, nd = std::min<i64>(kBlock, pl.ndst - d0);
-        const int nk = static_cast<int>((nd + kL - 1) / kL);
-        const TileFn fn = tile_for(nk);
+        const i64 d0 = kb * B, nd = std::min<i64>(B, pl.ndst - d0);
         float* part = partial_at(grp, kb, s);
         const float* xg = padded + grp * Q * pl.padded_numel;
         const i64 lo = std::min(pixels, s * per), hi = std::min(pixels, lo + per);
@@ -233,17 +260,17 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
             x_off[j] = at.n * src_channels * pl.padded_numel + at.base();
           }
           const float* dyk = static_cast<const float*>(t.y) + (grp * pl.ndst + d0) * pl.dst_numel;
-          for (i64 dd = 0; dd < nk * kL; ++dd) {
+          for (i64 dd = 0; dd < B; ++dd) {
             if (dd >= nd) {  // lanes past the last channel: zeros, never stored
-              for (i64 j = 0; j < m; ++j) dyt[j * kBlock + dd] = 0.0f;
+              for (i64 j = 0; j < m; ++j) dyt[j * B + dd] = 0.0f;
               continue;
             }
             const float* row = dyk + dd * pl.dst_numel;
-            for (i64 j = 0; j < m; ++j) dyt[j * kBlock + dd] = row[dy_off[j]];
+            for (i64 j = 0; j < m; ++j) dyt[j * B + dd] = row[dy_off[j]];
           }
           for (i64 tr = 0; tr < ntr; ++tr) {
-            const float* rows[kP];
-            for (int r = 0; r < kP; ++r) rows[r] = xg + row_off[static_cast<std::size_t>(tr * kP + r)];
+            const float* rows[kMaxP];
+            for (i64 r = 0; r < P; ++r) rows[r] = xg + row_off[static_cast<std::size_t>(tr * P + r)];
             fn(rows, dyt, x_off, m, 0, 1, 0, part + tr * tile_floats, c0 == lo);
           }
         }
@@ -254,12 +281,12 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
     parallel_over(ctx, p.G * pl.ndst * Q, [&](i64 begin, i64 end) {
       for (i64 idx = begin; idx < end; ++idx) {
         const i64 q = idx % Q, k = idx / Q % pl.ndst, grp = idx / Q / pl.ndst;
-        const i64 kb = k / kBlock, dd = k % kBlock;
+        const i64 kb = k / B, dd = k % B;
         float* out = dw + ((grp * g.Kg + k) * g.Cg + q) * g.ker_numel;
         for (i64 tp = 0; tp < T; ++tp) {
           const i64 r = q * T + tp;
           float sum = 0.0f;
-          for (i64 s = 0; s < S; ++s) sum += partial_at(grp, kb, s)[(r / kP) * tile_floats + (r % kP) * kBlock + dd];
+          for (i64 s = 0; s < S; ++s) sum += partial_at(grp, kb, s)[(r / P) * tile_floats + (r % P) * B + dd];
           out[tap_w[static_cast<std::size_t>(tp)]] = sum;
         }
       }
@@ -267,50 +294,52 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
     return;
   }
 
-  const i64 unit_pixels = kTiles * kP;
+  // A unit's tiles hold kTiles x kAcc vectors whatever the shape (more tiles of fewer rows
+  // or channels), so its buffers are the same size at every shape.
+  const i64 unit_tiles = kTiles * kAcc / (P * sh.vectors), unit_pixels = unit_tiles * P;
   const i64 ngroups = (pixels + unit_pixels - 1) / unit_pixels;
   // Source channels per chunk: the chunk's weights stay in L1, and a tile's broadcasts
   // touch at most kChunkPages pages (one per channel once planes exceed a page), so the
   // DTLB holds them (1x1 layers on 56x56 planes ran 3x slower without this cap).
-  i64 qc = std::max<i64>(1, kChunkBytes / (T * kBlock * static_cast<i64>(sizeof(float))));
+  i64 qc = std::max<i64>(1, kChunkBytes / (T * B * static_cast<i64>(sizeof(float))));
   if (pl.padded_numel * static_cast<i64>(sizeof(float)) > 4096) qc = std::min(qc, kChunkPages);
   const i64 dst_channels = pl.grad_inputs ? g.C : g.K;
   auto* dst = static_cast<float*>(pl.grad_inputs ? t.x : t.y);
   parallel_over(ctx, p.G * nkb * ngroups, [&](i64 begin, i64 end) {
-    alignas(64) float acc[kTiles][kP * kBlock];
-    alignas(64) float trans[kBlock * kTiles * kP];
-    const float* bases[kTiles][kP];
-    i64 dst_off[kTiles * kP];
+    alignas(64) float acc[kTiles * kAcc * kL];
+    alignas(64) float trans[kTiles * kAcc * kL];
+    const float* bases[kTiles * kAcc];
+    i64 dst_off[kTiles * kAcc];
     for (i64 idx = begin; idx < end; ++idx) {
       const i64 pg = idx % ngroups, kb = idx / ngroups % nkb, grp = idx / ngroups / nkb;
       const i64 pix0 = pg * unit_pixels;
       const i64 npix = std::min(unit_pixels, pixels - pix0);
-      const int ntiles = static_cast<int>((npix + kP - 1) / kP);
+      const i64 ntiles = (npix + P - 1) / P;
       // A short last tile repeats its last pixel, computed but not stored.
       PixelWalk at(pl, pix0);
-      for (i64 j = 0; j < ntiles * kP; ++j) {
+      for (i64 j = 0; j < ntiles * P; ++j) {
         if (j < npix) {
-          bases[j / kP][j % kP] = padded + (at.n * src_channels + grp * Q) * pl.padded_numel + at.base();
+          bases[j] = padded + (at.n * src_channels + grp * Q) * pl.padded_numel + at.base();
           dst_off[j] = at.n * dst_channels * pl.dst_numel + at.r;
           at.next();
         } else {
-          bases[j / kP][j % kP] = bases[(npix - 1) / kP][(npix - 1) % kP];
+          bases[j] = bases[npix - 1];
         }
       }
-      const i64 d0 = kb * kBlock;
-      const i64 nd = std::min<i64>(kBlock, pl.ndst - d0);
-      const TileFn fn = tile_for(static_cast<int>((nd + kL - 1) / kL));
-      const float* wb = packed + (grp * nkb + kb) * Q * T * kBlock;
+      const i64 d0 = kb * B;
+      const i64 nd = std::min<i64>(B, pl.ndst - d0);
+      const float* wb = packed + (grp * nkb + kb) * Q * T * B;
       for (i64 q0 = 0; q0 < Q; q0 += qc)
-        for (int i = 0; i < ntiles; ++i)
-          fn(bases[i], wb, tap_off.data(), T, q0, std::min(Q, q0 + qc), pl.padded_numel, acc[i], q0 == 0);
+        for (i64 i = 0; i < ntiles; ++i)
+          fn(bases + i * P, wb, tap_off.data(), T, q0, std::min(Q, q0 + qc), pl.padded_numel, acc + i * P * B,
+             q0 == 0);
       // Transposed store: each destination channel's pixels are contiguous within an image.
-      // acc's tiles are contiguous: pixel j's channel dd is at j * kBlock + dd. Transposed
+      // acc's tiles are contiguous: pixel j's channel dd is at j * B + dd. Transposed
       // in L1 first, so each channel's run goes out as whole vectors: scalar stores
       // straight into 64 output planes stall on their cache misses.
-      const float* flat = acc[0];
+      const float* flat = acc;
       for (i64 j = 0; j < npix; ++j)
-        for (i64 dd = 0; dd < nd; ++dd) trans[dd * unit_pixels + j] = flat[j * kBlock + dd];
+        for (i64 dd = 0; dd < nd; ++dd) trans[dd * unit_pixels + j] = flat[j * B + dd];
       const bool one_image = dst_off[npix - 1] - dst_off[0] == npix - 1;
       for (i64 dd = 0; dd < nd; ++dd) {
         const i64 ch = grp * pl.ndst + d0 + dd;
