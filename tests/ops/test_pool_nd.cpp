@@ -7,7 +7,10 @@
 #include <cmath>
 #include <convgraph/convgraph.hpp>
 
+#include "convgraph/backends/cpu/cpu_isa.hpp"
+#include "support/conv_cases.hpp"  // runnable_cpu_levels
 #include "support/pool_reference.hpp"
+#include <cstring>
 #include <functional>
 #include <iterator>
 #include <limits>
@@ -274,6 +277,84 @@ TEST_CASE("pool nd: disjoint windows of long rows: ties and NaN in max pooling a
       CHECK(same_y);
       CHECK(gx == wgx);
     }
+}
+
+TEST_CASE("pool nd: float32 vector paths at every CPU level: ties, signed zeros, NaN, borders, overlaps",
+          "[ops][pool][isa]") {
+  // float32 with column stride 1 or 2 folds whole output rows in vector registers (stride 2
+  // splits loads into even and odd columns; rows shorter than a vector take masked or
+  // staged loads). Few distinct values (with -0 and +0) make ties everywhere: the maximum
+  // and the gradient's target are the first maximum in row-major order (a NaN if there is
+  // one), bit for bit, and the sign of a zero maximum is the first one's; overlapping
+  // windows add their gradients. Average pooling and its gradient to float32 rounding.
+  struct Case {
+    Shape shape;
+    PoolOptions o;
+  };
+  const std::vector<Case> cases = {
+      {{3, 4, 8, 8}, options({2, 2}, {}, {}, true)},               // short rows, one partial vector
+      {{2, 3, 9, 37}, options({2, 2}, {}, {}, true)},              // odd sizes, a full vector and a tail
+      {{2, 2, 7, 35}, options({2, 2}, {}, {}, false)},             // ceil mode: clipped last window
+      {{2, 3, 9, 33}, options({3, 3}, {2, 2}, {1, 1}, true)},      // overlapping, padding
+      {{2, 2, 6, 21}, options({3, 3}, {2, 2}, {1, 1}, true, true)},
+      {{2, 2, 6, 19}, options({2, 3}, {1, 1}, {}, true)},          // stride 1
+      {{2, 2, 5, 23}, options({1, 4}, {1, 2}, {0, 1}, true)},      // a 4-wide window of stride 2
+      {{3, 70}, options({2}, {}, {}, true)},                       // 1-D
+      {{2, 2, 5, 6, 34}, options({2, 2, 2}, {}, {}, true)},        // 3-D
+      {{1, 2, 5, 5, 17}, options({3, 3, 3}, {2, 2, 2}, {1, 1, 1}, true)},
+  };
+  int checked = 0;
+  for (CpuIsa level : convgraph::testing::runnable_cpu_levels()) {
+    ScopedCpuIsa scope(level);
+    std::mt19937 rng(71);
+    for (const Case& c : cases)
+      for (int nan_rate : {0, 23}) {
+        Tensor x(DType::float64, c.shape);
+        for (std::int64_t i = 0; i < x.numel(); ++i) {
+          const unsigned r = static_cast<unsigned>(rng() % 5);
+          x.set(i, nan_rate && rng() % static_cast<unsigned>(nan_rate) == 0 ? NAN : r == 0 ? -0.0 : double(r) - 2.0);
+        }
+        std::vector<double> want_y, want_avg, gyv;
+        Tensor want_gx = Tensor::zeros(DType::float64, c.shape), want_gavg = Tensor::zeros(DType::float64, c.shape);
+        const Shape ys = for_windows(c.shape, c.o, [&](std::int64_t j, const std::vector<std::int64_t>& in, std::int64_t cells) {
+          std::int64_t best = in[0];
+          double sum = 0;
+          for (std::int64_t i : in) {
+            sum += x.get(i);
+            if (std::isnan(x.get(best))) continue;
+            if (std::isnan(x.get(i)) || x.get(i) > x.get(best)) best = i;
+          }
+          want_y.push_back(x.get(best));
+          gyv.push_back(static_cast<double>(j % 13) - 6.0);
+          want_gx.set(best, want_gx.get(best) + gyv.back());
+          const double count = static_cast<double>(c.o.include_padding_in_average ? cells : std::ssize(in));
+          want_avg.push_back(sum / count);
+          for (std::int64_t i : in) want_gavg.set(i, want_gavg.get(i) + gyv.back() / count);
+        });
+        INFO(cpu_isa_name(level) << " " << shape_to_string(c.shape) << " " << describe(c.o) << " NaN 1/" << nan_rate);
+        Var vx = input(DType::float32, c.shape), vg = input(DType::float32, ys);
+        const auto out = compile({vx, vg}, {max_pool(vx, c.o), max_pool_grad(vx, vg, c.o), avg_pool(vx, c.o),
+                                            avg_pool_grad(vx, vg, c.o)})(
+            {x.astype(DType::float32), Tensor::from(gyv, ys, DType::float64).astype(DType::float32)});
+        const std::vector<double> y = out[0].astype(DType::float64).to_vector(),
+                                  gx = out[1].astype(DType::float64).to_vector();
+        REQUIRE(y.size() == want_y.size());
+        bool same_y = true;
+        for (std::size_t i = 0; i < y.size(); ++i)
+          same_y &= std::isnan(want_y[i]) ? std::isnan(y[i]) : y[i] == want_y[i] && std::signbit(y[i]) == std::signbit(want_y[i]);
+        CHECK(same_y);
+        CHECK(gx == want_gx.to_vector());
+        const Tensor avg = out[2].astype(DType::float64), gavg = out[3].astype(DType::float64);
+        const std::vector<double> av = avg.to_vector();
+        bool avg_ok = true;
+        for (std::size_t i = 0; i < av.size(); ++i)
+          avg_ok &= std::isnan(want_avg[i]) ? std::isnan(av[i]) : std::abs(av[i] - want_avg[i]) <= 1e-6;
+        CHECK(avg_ok);
+        CHECK(max_abs_diff(gavg, want_gavg) <= 1e-5);
+        ++checked;
+      }
+  }
+  CHECK(checked >= 20);
 }
 
 TEST_CASE("pool nd: gradients pass verify_grad in 1-D and 3-D", "[ops][pool][grad]") {

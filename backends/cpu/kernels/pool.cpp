@@ -56,6 +56,9 @@ Span span(const PoolParams& p, int axis, std::int64_t o, std::int64_t n) {
 /// What a kernel call needs besides the data: every output position's window along each
 /// axis (computed once per call, so the row loop does no division), the reciprocals of the
 /// column counts, and the output columns [j0, j1) whose windows lie wholly inside the row.
+/// The most input rows (depth x rows) a window may span on the vector paths.
+constexpr std::int64_t kMaxWindowRows = 64;
+
 template <class T>
 struct Plan {
   const PoolParams& p;
@@ -63,6 +66,10 @@ struct Plan {
   std::vector<Span> dspans, hspans, cols;
   std::vector<T> inv;  ///< 1 / column count (average pooling)
   std::int64_t j0 = 0, j1 = 0, k = 1, s = 1, pad = 0;
+  bool vec = false;  ///< float32 with column stride 1 or 2: the vector paths below
+  /// vec, and the windows tile the input exactly (window = stride, no padding, no input
+  /// left over): average pooling's gradient stores each input once, with no zeroing pass.
+  bool tiles = false;
 
   Plan(const PoolParams& pp, const PoolGeometry& gg) : p(pp), g(gg) {
     auto spans = [&](int axis, std::int64_t outs, std::int64_t n) {
@@ -81,6 +88,11 @@ struct Plan {
     j1 = g.w + pad >= k ? (g.w + pad - k) / s + 1 : 0;
     j1 = j1 < g.ow ? j1 : g.ow;
     if (j1 < j0) j1 = j0 = 0;
+    vec = std::is_same_v<T, float> && (s == 1 || s == 2) && p.window[0] * p.window[1] <= kMaxWindowRows;
+    tiles = vec;
+    const std::int64_t n[3] = {g.d, g.h, g.w}, outs[3] = {g.od, g.oh, g.ow};
+    for (int a = 0; a < 3; ++a)
+      tiles = tiles && p.window[a] == p.stride[a] && p.pad[a] == 0 && outs[a] * p.stride[a] == n[a];
   }
 };
 
@@ -127,6 +139,222 @@ template <bool Exact, class T>
 inline bool replaces(T m, T v) {
   if constexpr (Exact) return (m == m) & !(v <= m);
   return v > m;
+}
+
+// ---- float32, column stride 1 or 2: all the windows of an output row in vector registers,
+// V output columns at a time, every window row folded in before anything is stored, so a
+// short row costs one step rather than a pass per window row. Stride 2 splits two loads
+// into even and odd columns (window columns i and i + 1); a partial vector at a row's end
+// uses masked (AVX-512) or staged loads and stores, so rows shorter than V take one step.
+// Per-row scratch (codes, maxima) is written and read as whole vectors: a masked store, or
+// scalar stores, read back by a wider load cannot be forwarded and stall the next step.
+
+#if CONVGRAPH_ISA_AVX512
+constexpr int kV = 16;
+using vf = __m512;
+using vmask = __mmask16;
+inline __mmask16 lanes(int n) { return static_cast<__mmask16>((1u << n) - 1u); }
+inline vf vload(const float* p, int n) { return _mm512_maskz_loadu_ps(lanes(n), p); }
+inline vf vload_full(const float* p) { return _mm512_loadu_ps(p); }
+inline void vstore_full(float* p, vf v) { _mm512_storeu_ps(p, v); }
+inline void vstore(float* p, vf v, int n) { _mm512_mask_storeu_ps(p, lanes(n), v); }
+inline vf vset(float x) { return _mm512_set1_ps(x); }
+inline vf vadd(vf a, vf b) { return _mm512_add_ps(a, b); }
+inline vf vmul(vf a, vf b) { return _mm512_mul_ps(a, b); }
+inline vmask veq(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ); }
+inline vmask vgt0(vf a) { return _mm512_cmp_ps_mask(a, _mm512_setzero_ps(), _CMP_GT_OQ); }
+inline vf vsel(vmask m, vf a, vf b) { return _mm512_mask_blend_ps(m, b, a); }
+/// replaces<true> (max pooling's rule: a NaN wins and stays) on every lane.
+inline vmask vreplaces(vf m, vf v) {
+  return _mm512_mask_cmp_ps_mask(_mm512_cmp_ps_mask(m, m, _CMP_ORD_Q), v, m, _CMP_NLE_UQ);
+}
+inline vf veven(vf a, vf b) {
+  return _mm512_permutex2var_ps(a, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), b);
+}
+inline vf vodd(vf a, vf b) {
+  return _mm512_permutex2var_ps(a, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), b);
+}
+inline void vzip(vf e, vf o, vf& lo, vf& hi) {
+  lo = _mm512_permutex2var_ps(e, _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23), o);
+  hi = _mm512_permutex2var_ps(e, _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31), o);
+}
+#else
+#if CONVGRAPH_ISA_AVX2
+constexpr int kV = 8;
+using vf = __m256;
+inline vf vload_full(const float* p) { return _mm256_loadu_ps(p); }
+inline void vstore_full(float* p, vf v) { _mm256_storeu_ps(p, v); }
+inline vf vset(float x) { return _mm256_set1_ps(x); }
+inline vf vadd(vf a, vf b) { return _mm256_add_ps(a, b); }
+inline vf vmul(vf a, vf b) { return _mm256_mul_ps(a, b); }
+inline vf veq(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_EQ_OQ); }
+inline vf vgt0(vf a) { return _mm256_cmp_ps(a, _mm256_setzero_ps(), _CMP_GT_OQ); }
+inline vf vsel(vf m, vf a, vf b) { return _mm256_blendv_ps(b, a, m); }
+inline vf vreplaces(vf m, vf v) {
+  return _mm256_and_ps(_mm256_cmp_ps(m, m, _CMP_ORD_Q), _mm256_cmp_ps(v, m, _CMP_NLE_UQ));
+}
+// In-lane shuffles give [a0 a2 b0 b2 | a4 a6 b4 b6]; the 64-bit permute puts the halves in order.
+inline vf veven(vf a, vf b) {
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
+}
+inline vf vodd(vf a, vf b) {
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
+}
+inline void vzip(vf e, vf o, vf& lo, vf& hi) {
+  const vf u0 = _mm256_unpacklo_ps(e, o), u1 = _mm256_unpackhi_ps(e, o);
+  lo = _mm256_permute2f128_ps(u0, u1, 0x20);
+  hi = _mm256_permute2f128_ps(u0, u1, 0x31);
+}
+#else
+constexpr int kV = 4;
+using vf = __m128;
+inline vf vload_full(const float* p) { return _mm_loadu_ps(p); }
+inline void vstore_full(float* p, vf v) { _mm_storeu_ps(p, v); }
+inline vf vset(float x) { return _mm_set1_ps(x); }
+inline vf vadd(vf a, vf b) { return _mm_add_ps(a, b); }
+inline vf vmul(vf a, vf b) { return _mm_mul_ps(a, b); }
+inline vf veq(vf a, vf b) { return _mm_cmpeq_ps(a, b); }
+inline vf vgt0(vf a) { return _mm_cmpgt_ps(a, _mm_setzero_ps()); }
+inline vf vsel(vf m, vf a, vf b) { return _mm_or_ps(_mm_and_ps(m, a), _mm_andnot_ps(m, b)); }
+inline vf vreplaces(vf m, vf v) { return _mm_and_ps(_mm_cmpord_ps(m, m), _mm_cmpnle_ps(v, m)); }
+inline vf veven(vf a, vf b) { return _mm_shuffle_ps(a, b, 0x88); }
+inline vf vodd(vf a, vf b) { return _mm_shuffle_ps(a, b, 0xDD); }
+inline void vzip(vf e, vf o, vf& lo, vf& hi) {
+  lo = _mm_unpacklo_ps(e, o);
+  hi = _mm_unpackhi_ps(e, o);
+}
+#endif
+using vmask = vf;
+// Partial vectors go through a buffer on the stack.
+inline vf vload(const float* p, int n) {
+  if (n == kV) return vload_full(p);
+  alignas(64) float b[kV] = {};
+  for (int i = 0; i < n; ++i) b[i] = p[i];
+  return vload_full(b);
+}
+inline void vstore(float* p, vf v, int n) {
+  if (n == kV) return vstore_full(p, v);
+  alignas(64) float b[kV];
+  vstore_full(b, v);
+  for (int i = 0; i < n; ++i) p[i] = b[i];
+}
+#endif
+
+/// Folds the window rows `rows` (window order) for the output columns [c.j0, c.j1), whose
+/// windows lie inside the row. Max: each window's first maximum (the first NaN if any: the
+/// rule of replaces<true>) in best[j] and, with Codes, its code (rank * k + column, as a
+/// float) in code[j]; both are then scratch arrays of at least c.j1 + kV entries, written in
+/// whole vectors. Sum: the sum times `scale` in best[j]. KW: the window's width when known
+/// at compile time.
+template <int S, int KW, bool Max, bool Codes>
+[[gnu::always_inline]] inline void fold_interior(const Plan<float>& c, const float* const* rows, int nrows,
+                                                 float* best, float* code, float scale) {
+  const std::int64_t k = KW ? KW : c.k;
+  for (std::int64_t j = c.j0; j < c.j1; j += kV) {
+    const int n = static_cast<int>(c.j1 - j < kV ? c.j1 - j : kV);
+    vf m = vset(Max ? -std::numeric_limits<float>::infinity() : 0.0f), a = vset(0.0f);
+    auto fold = [&](vf v, std::int64_t rank_col) {
+      if constexpr (Max) {
+        const vmask u = vreplaces(m, v);
+        if constexpr (Codes) a = vsel(u, vset(static_cast<float>(rank_col)), a);
+        m = vsel(u, v, m);
+      } else {
+        m = vadd(m, v);
+      }
+    };
+    for (int r = 0; r < nrows; ++r) {
+      const float* base = rows[r] + j * S - c.pad;
+      if constexpr (S == 1) {
+        for (std::int64_t i = 0; i < k; ++i) fold(vload(base + i, n), r * k + i);
+      } else {
+        for (std::int64_t i = 0; i < k; i += 2) {
+          const int len = 2 * n - (i + 1 < k ? 0 : 1);  // read no further than the last window
+          const vf lo = vload(base + i, len < kV ? len : kV);
+          const vf hi = len > kV ? vload(base + i + kV, len - kV) : vset(0.0f);
+          fold(veven(lo, hi), r * k + i);
+          if (i + 1 < k) fold(vodd(lo, hi), r * k + i + 1);
+        }
+      }
+    }
+    if constexpr (Codes) {
+      vstore_full(best + j, m);
+      vstore_full(code + j, a);
+    } else {
+      vstore(best + j, Max ? m : vmul(m, vset(scale)), n);
+    }
+  }
+}
+
+/// The same for the border columns (windows clipped at the row's ends), scalar; the codes
+/// count columns from the unclipped window start. Sum: times inv_cells / column count.
+template <bool Max>
+void fold_border(const Plan<float>& c, const float* const* rows, int nrows, float* best, float* code,
+                 float inv_cells) {
+  for_border_columns(c, [&](std::int64_t j, const Span& sp) {
+    const std::int64_t start = j * c.s - c.pad;
+    float m = Max ? -std::numeric_limits<float>::infinity() : 0.0f, a = static_cast<float>(sp.lo - start);
+    for (int r = 0; r < nrows; ++r)
+      for (std::int64_t i = sp.lo; i < sp.hi; ++i) {
+        const float v = rows[r][i];
+        if constexpr (Max) {
+          const bool u = replaces<true>(m, v);
+          a = u ? static_cast<float>(r * c.k + i - start) : a;
+          m = u ? v : m;
+        } else {
+          m += v;
+        }
+      }
+    best[j] = Max ? m : m * (inv_cells * c.inv[static_cast<std::size_t>(j)]);
+    if (code) code[j] = a;
+  });
+}
+
+/// Every window of output row `at`: maxima (with codes when Codes) or, with Max false,
+/// averages, into best (and code). `offs` (optional) receives each window row's offset in x.
+template <int KW, bool Max, bool Codes>
+[[gnu::always_inline]] inline void fold_windows(const Plan<float>& c, const float* x, const Cursor& at, float* best,
+                                                float* code, std::int64_t* offs = nullptr) {
+  const float* rows[kMaxWindowRows];
+  int nr = 0;
+  const std::int64_t cells = for_window_rows(c, at, [&](std::int64_t off, bool) {
+    if (offs) offs[nr] = off;
+    rows[nr++] = x + off;
+  });
+  float scale = 1.0f, inv_cells = 1.0f;
+  if constexpr (!Max) {
+    inv_cells = static_cast<float>(1.0 / static_cast<double>(cells));
+    scale = c.j1 > c.j0 ? inv_cells * c.inv[static_cast<std::size_t>(c.j0)] : 0.0f;
+  }
+  if (c.s == 1)
+    fold_interior<1, KW, Max, Codes>(c, rows, nr, best, code, scale);
+  else
+    fold_interior<2, KW, Max, Codes>(c, rows, nr, best, code, scale);
+  if (c.j0 > 0 || c.j1 < c.g.ow) fold_border<Max>(c, rows, nr, best, Codes ? code : nullptr, inv_cells);
+}
+
+/// Adds gy[j] * scale to every input column of the windows [c.j0, c.j1) in input row gx;
+/// Store: stores it instead (c.tiles: every column is in exactly one window).
+template <int S, bool Store = false>
+void spread_interior(const float* gy, float scale, const Plan<float>& c, float* gx) {
+  const std::int64_t k = c.k;
+  for (std::int64_t j = c.j0; j < c.j1; j += kV) {
+    const int n = static_cast<int>(c.j1 - j < kV ? c.j1 - j : kV);
+    const vf g = vmul(vload(gy + j, n), vset(scale));
+    float* base = gx + j * S - c.pad;
+    if constexpr (S == 1) {
+      for (std::int64_t i = 0; i < k; ++i) vstore(base + i, Store ? g : vadd(vload(base + i, n), g), n);
+    } else {
+      for (std::int64_t i = 0; i < k; i += 2) {
+        const bool pair = i + 1 < k;
+        const int len = 2 * n - (pair ? 0 : 1), l0 = len < kV ? len : kV;  // write no further than the window
+        vf lo, hi;
+        vzip(g, pair ? g : vset(0.0f), lo, hi);
+        float* q = base + i;
+        vstore(q, Store ? lo : vadd(vload(q, l0), lo), l0);
+        if (len > kV) vstore(q + kV, Store ? hi : vadd(vload(q + kV, len - kV), hi), len - kV);
+      }
+    }
+  }
 }
 
 // ---- one input row into one output row. KW, SW: the column window and stride when known
@@ -255,6 +483,15 @@ void dispatch_columns(const Plan<T>& c, F&& f) {
 /// Output row `at`'s pooled values into out (ow entries).
 template <int KW, int SW, class T>
 void pool_row(const Plan<T>& c, const T* x, const Cursor& at, T* out) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (c.vec) {
+      if (c.p.mode == PoolMode::max)
+        fold_windows<KW, true, false>(c, x, at, out, nullptr);
+      else
+        fold_windows<KW, false, false>(c, x, at, out, nullptr);
+      return;
+    }
+  }
   if (c.p.mode == PoolMode::max) {
     int nans = 0;
     for_window_rows(c, at, [&](std::int64_t off, bool first) { nans += max_row<false, KW, SW>(x + off, c, out, first); });
@@ -271,14 +508,27 @@ void pool_row(const Plan<T>& c, const T* x, const Cursor& at, T* out) {
 /// Per-call scratch of the argmax loops (one output row's best values and positions).
 template <class T>
 struct Argmax {
-  std::vector<T> best;
+  std::vector<T> best, code;
   std::vector<std::int64_t> at;
-  explicit Argmax(std::int64_t ow) : best(static_cast<std::size_t>(ow)), at(static_cast<std::size_t>(ow)) {}
+  explicit Argmax(std::int64_t ow)  // best and code: whole vectors past the row's end (fold_interior)
+      : best(static_cast<std::size_t>(ow + kV)), code(best.size()), at(static_cast<std::size_t>(ow)) {}
 
   /// Fills `at` with output row `cur`'s window argmaxes (offsets in the plane of x).
   template <int KW, int SW>
   void find(const Plan<T>& c, const T* x, const Cursor& cur) {
     const std::int64_t plane = c.g.d * c.g.h * c.g.w;
+    if constexpr (std::is_same_v<T, float>) {
+      std::int64_t offs[kMaxWindowRows];
+      if (c.vec) {
+        fold_windows<KW, true, true>(c, x, cur, best.data(), code.data(), offs);
+        const std::int64_t k = KW ? KW : c.k, s = SW ? SW : c.s, base = c.pad + cur.pl * plane;
+        for (std::int64_t j = 0; j < c.g.ow; ++j) {
+          const auto q = static_cast<std::int64_t>(code[static_cast<std::size_t>(j)]);
+          at[static_cast<std::size_t>(j)] = offs[q / k] + j * s + q % k - base;
+        }
+        return;
+      }
+    }
     int nans = 0;
     for_window_rows(c, cur, [&](std::int64_t off, bool first) {
       nans += argmax_row<false, KW, SW>(x + off, off - cur.pl * plane, c, best.data(), at.data(), first);
@@ -310,6 +560,25 @@ void grad_row(const Plan<T>& c, const T* x, const T* gy, T* gx, const Cursor& cu
   const std::int64_t cells =
       c.dspans[static_cast<std::size_t>(cur.od)].count * c.hspans[static_cast<std::size_t>(cur.oh)].count;
   const T inv_cells = static_cast<T>(1.0 / static_cast<double>(cells));
+  if constexpr (std::is_same_v<T, float>) {
+    if (c.vec) {  // the interior's share is formed in registers; the border's here
+      const float scale = c.j1 > c.j0 ? inv_cells * c.inv[static_cast<std::size_t>(c.j0)] : 0.0f;
+      for_border_columns(c, [&](std::int64_t j, const Span&) {
+        share[j] = gyr[j] * (inv_cells * c.inv[static_cast<std::size_t>(j)]);
+      });
+      for_window_rows(c, cur, [&](std::int64_t off, bool) {
+        float* row = gx + off;
+        if (c.tiles)
+          c.s == 1 ? spread_interior<1, true>(gyr, scale, c, row) : spread_interior<2, true>(gyr, scale, c, row);
+        else
+          c.s == 1 ? spread_interior<1>(gyr, scale, c, row) : spread_interior<2>(gyr, scale, c, row);
+        for_border_columns(c, [&](std::int64_t j, const Span& sp) {
+          for (std::int64_t i = sp.lo; i < sp.hi; ++i) row[i] += share[j];
+        });
+      });
+      return;
+    }
+  }
   for (std::int64_t j = 0; j < g.ow; ++j) share[j] = gyr[j] * (inv_cells * c.inv[static_cast<std::size_t>(j)]);
   for_window_rows(c, cur, [&](std::int64_t off, bool) { spread_row<KW, SW>(share, c, gx + off); });
 }
@@ -344,9 +613,13 @@ template <class T>
 struct FirstMax {
   std::vector<T> best, masked;  ///< masked: gy with relu's gradient applied (relu_grad)
   std::vector<std::int32_t> code;
+  std::vector<float> fcode;  ///< the codes as floats (the vector paths)
   std::int64_t je;
   explicit FirstMax(const Plan<T>& c)
-      : best(static_cast<std::size_t>(c.g.ow)), masked(best.size()), code(static_cast<std::size_t>(c.g.ow)) {
+      : best(static_cast<std::size_t>(c.g.ow + kV)),  // whole vectors past the row's end (fold_interior)
+        masked(best.size()),
+        code(static_cast<std::size_t>(c.g.ow)),
+        fcode(best.size()) {
     const std::int64_t w = c.g.w, s = c.s;
     const std::int64_t whole = w + c.pad >= s ? (w + c.pad - s) / s + 1 : 0;  // j*s - pad + s <= w
     je = c.j1 < whole ? c.j1 : whole;
@@ -417,8 +690,10 @@ int first_max_row(const T* in, const Plan<T>& c, FirstMax<T>& f, std::int32_t ra
 /// Writes input row `out` (window row `rank`, or -1 for a row no window covers) of the
 /// gradient: each output column j owns input columns [j*s - pad, j*s - pad + s) clipped
 /// to the row, the last one also the columns after it.
+/// gy_raw: gy before relu's mask (the vector path applies it from f.best itself).
 template <int KW, int SW, class T>
-void write_grad_row(const Plan<T>& c, const FirstMax<T>& f, const T* gyr, std::int32_t rank, T* out) {
+void write_grad_row(const Plan<T>& c, const FirstMax<T>& f, const T* gyr, const T* gy_raw, std::int32_t rank,
+                    T* out) {
   const std::int64_t k = KW ? KW : c.k, s = SW ? SW : c.s, w = c.g.w, ow = c.g.ow;
   if (rank < 0) {
     std::memset(out, 0, static_cast<std::size_t>(w) * sizeof(T));
@@ -427,8 +702,23 @@ void write_grad_row(const Plan<T>& c, const FirstMax<T>& f, const T* gyr, std::i
   const std::int32_t base = rank * static_cast<std::int32_t>(k);
   const std::int32_t* code = f.code.data();
   const std::int64_t je = f.je;
-  // Interior columns.
-  for (std::int64_t j = c.j0; j < je; ++j) {
+  // Interior columns: for a 2-wide window of stride 2, gy where the code matches the
+  // even and the odd column, interleaved.
+  std::int64_t j = c.j0;
+  if constexpr (std::is_same_v<T, float> && KW == 2 && SW == 2) {
+    if (c.vec && c.pad == 0)
+      for (const vf even = vset(static_cast<float>(base)), odd = vset(static_cast<float>(base + 1)); j < je; j += kV) {
+        const int n = static_cast<int>(je - j < kV ? je - j : kV), l0 = 2 * n < kV ? 2 * n : kV;
+        const vf a = vload_full(f.fcode.data() + j), zero = vset(0.0f);
+        vf g = vload(gy_raw + j, n);
+        if (c.p.relu_grad) g = vsel(vgt0(vload_full(f.best.data() + j)), g, zero);
+        vf lo, hi;
+        vzip(vsel(veq(a, even), g, zero), vsel(veq(a, odd), g, zero), lo, hi);
+        vstore(out + 2 * j, lo, l0);
+        if (2 * n > kV) vstore(out + 2 * j + kV, hi, 2 * n - kV);
+      }
+  }
+  for (; j < je; ++j) {
     T* q = out + j * s - c.pad;
     const T v = gyr[j];
     const std::int32_t at = code[j] - base;
@@ -451,7 +741,7 @@ template <int KW, int SW, class T>
 void max_grad_row_disjoint(const Plan<T>& c, const T* x, const T* gy, T* gx, const Cursor& cur, FirstMax<T>& f) {
   const PoolParams& p = c.p;
   const PoolGeometry& g = c.g;
-  const T* gyr = gy + ((cur.pl * g.od + cur.od) * g.oh + cur.oh) * g.ow;
+  const T *gyr = gy + ((cur.pl * g.od + cur.od) * g.oh + cur.oh) * g.ow, *gy_raw = gyr;
   // 1. The first maximum of each window, as a code.
   auto find = [&]<bool Exact, int K, int S>() {
     int nans = 0;
@@ -461,7 +751,17 @@ void max_grad_row_disjoint(const Plan<T>& c, const T* x, const T* gy, T* gx, con
     });
     return nans;
   };
-  if (find.template operator()<false, KW, SW>()) find.template operator()<true, 0, 0>();
+  bool fast = false;  // the vector path: codes in f.fcode
+  if constexpr (std::is_same_v<T, float>) {
+    fast = c.vec;
+    if (fast) fold_windows<KW, true, true>(c, x, cur, f.best.data(), f.fcode.data());
+  }
+  if (fast) {
+    for (std::int64_t j = 0; j < g.ow; ++j)
+      f.code[static_cast<std::size_t>(j)] = static_cast<std::int32_t>(f.fcode[static_cast<std::size_t>(j)]);
+  } else if (find.template operator()<false, KW, SW>()) {
+    find.template operator()<true, 0, 0>();  // a NaN: the exact rule
+  }
   if (p.relu_grad) {  // where(x > 0, gx, 0): gy lands on its window's maximum
     T* masked = f.masked.data();
     const T* best = f.best.data();
@@ -479,7 +779,7 @@ void max_grad_row_disjoint(const Plan<T>& c, const T* x, const T* gy, T* gx, con
     for (std::int64_t r = oh.lo; r < oh.hi; ++r) {
       const bool in_window = d >= wd.lo && d < wd.hi && r >= wh.lo && r < wh.hi;
       const std::int32_t rank = in_window ? static_cast<std::int32_t>((d - wd.lo) * (wh.hi - wh.lo) + (r - wh.lo)) : -1;
-      write_grad_row<KW, SW>(c, f, gyr, rank, gx + ((cur.pl * g.d + d) * g.h + r) * g.w);
+      write_grad_row<KW, SW>(c, f, gyr, gy_raw, rank, gx + ((cur.pl * g.d + d) * g.h + r) * g.w);
     }
 }
 
@@ -503,7 +803,7 @@ void pool_grad_rows(const PoolParams& p, const PoolGeometry& g, DType t, const v
   dispatch_numeric(t, "pool_grad", [&](auto z) {
     using T = decltype(z);
     const Plan<T> c(p, g);
-    if (p.mode == PoolMode::max && c.s >= c.k && g.ow >= 8) {
+    if (p.mode == PoolMode::max && c.s >= c.k && (g.ow >= 8 || c.vec)) {
       // No window shares an input element (the caller checked depth and rows). Rows of
       // fewer than 8 windows keep the loop below: the compiler leaves the code search
       // scalar there, with branches on the data, and it measured slower.
@@ -520,7 +820,7 @@ void pool_grad_rows(const PoolParams& p, const PoolGeometry& g, DType t, const v
     dispatch_columns(c, [&]<int KW, int SW>() {
       Cursor cur(g, r0);
       for (std::int64_t row = r0; row < r1; ++row, cur.next(g)) {
-        zero_owned_rows(c, static_cast<T*>(gx), cur);
+        if (!c.tiles) zero_owned_rows(c, static_cast<T*>(gx), cur);
         grad_row<KW, SW>(c, static_cast<const T*>(x), static_cast<const T*>(gy), static_cast<T*>(gx), cur, scratch);
       }
     });
