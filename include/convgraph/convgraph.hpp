@@ -14,6 +14,7 @@
 #include "convgraph/ops/nnet.hpp"
 #include "convgraph/ops/shape_ops.hpp"
 #include "convgraph/ops/batch_norm.hpp"
+#include "convgraph/ops/layout.hpp"
 #include "convgraph/ops/random.hpp"
 #include "convgraph/ops/updates.hpp"
 #include "convgraph/conv/conv_params.hpp"
