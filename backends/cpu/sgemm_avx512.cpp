@@ -261,10 +261,14 @@ CG_AVX512 void pack_b_avx512(const GemmArgs& g, std::int64_t p0, std::int64_t kc
     return;
   }
   // op(B)(k, j) = B[j*ldb + k]: transpose two 16-column halves x 16 depths at a time.
+  // The n rows are n short streams, too many for the hardware prefetcher: fetch each
+  // row's next 16 depths while these are transposed.
   const float* src = g.B + j0 * g.ldb + p0;
   for (std::int64_t k = 0; k < kc; k += 16) {
     const int kn = static_cast<int>(kc - k < 16 ? kc - k : 16);
     const __mmask16 km = low_mask(kn);
+    if (k + 16 < kc)
+      for (int j = 0; j < n; ++j) _mm_prefetch(reinterpret_cast<const char*>(src + j * g.ldb + k + 16), _MM_HINT_T0);
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
       __m512 r[16];
@@ -323,9 +327,16 @@ CG_AVX512 void pack_b_panel_avx512(const GemmArgs& g, std::int64_t p0, std::int6
   const int rest = static_cast<int>(n - full * kNR);
   const __mmask16 r0 = low_mask(rest), r1 = low_mask(rest - 16);
   const std::int64_t sliver = kc * kNR;
+  // A row of a tile is a short run (n floats) and the next starts ldb further: fetch the
+  // row kAhead steps on while this one is copied (the hardware prefetcher ramps up too
+  // late on runs this short).
+  constexpr std::int64_t kAhead = 4;
   for (std::int64_t k = 0; k < kc; ++k) {
     const float* src = g.B + (p0 + k) * g.ldb + j0;
     float* d = dst + k * kNR;
+    if (k + kAhead < kc)
+      for (std::int64_t j = 0; j < n; j += 16)
+        _mm_prefetch(reinterpret_cast<const char*>(src + kAhead * g.ldb + j), _MM_HINT_T0);
     for (std::int64_t q = 0; q < full; ++q) {
       _mm512_store_ps(d + q * sliver, _mm512_loadu_ps(src + q * kNR));
       _mm512_store_ps(d + q * sliver + 16, _mm512_loadu_ps(src + q * kNR + 16));

@@ -173,23 +173,31 @@ void run_sgemm(const GemmArgs& g, ThreadPool* pool) {
                        static_cast<double>(g.batch);
   const std::int64_t threads = (pool && flops >= kMinParallelFlops) ? pool->size() : 1;
 
-  // Column tiles: at most nc wide. With several threads aim at about 4 tasks (tiles times
-  // depth parts) per thread (so a slow core takes fewer), but keep tiles at least kMinTile
-  // slivers wide: each A sliver is packed once per tile and should serve several kernel
-  // calls. Tiles are of equal width, and their count a multiple of the thread count when
-  // it is small. When that leaves fewer than two tasks per thread (few columns: 7x7 and
-  // 14x14 conv layers), the rows are split too; op(B) is then packed once up front when
-  // it is a single tile, else per task.
+  // Column tiles: at most nc wide, or half that with threads: two threads may share one
+  // L2 (SMT siblings; the 2-vCPU VMs these run on give two threads 1.14x one thread's
+  // FMA peak). With several threads aim at about 4 tasks (tiles times depth parts) per
+  // thread (so a slow core takes fewer), but keep tiles at least kMinTile slivers wide:
+  // each A sliver is packed once per tile and should serve several kernel calls. Tiles
+  // are of equal width, and their count a multiple of the thread count where a little
+  // narrower tiles make it one. When that leaves fewer than two tasks per thread (few
+  // columns: 7x7 and 14x14 conv layers), the rows are split too; op(B) is then packed
+  // once up front when it is a single tile, else per task.
   constexpr std::int64_t kMinTile = 8;
-  const std::int64_t max_tile = std::max<std::int64_t>(1, nc / NR);
+  const std::int64_t max_tile = std::max<std::int64_t>(1, (threads > 1 ? nc / 2 : nc) / NR);
   std::int64_t ntiles = ceil_div(nsl, max_tile);
   std::int64_t mtiles = 1;
+  // The tile count that ntiles slivers-per-tile rounding really gives.
+  auto tiles_for = [&](std::int64_t n) { return ceil_div(nsl, ceil_div(nsl, n)); };
   if (threads > 1) {
     const std::int64_t tiles_wanted = ceil_div(4 * threads, kparts);
     const std::int64_t want = std::min(max_tile, std::max(kMinTile, ceil_div(nsl, tiles_wanted)));
     ntiles = ceil_div(nsl, want);
-    if (kparts == 1 && ntiles > 1 && ntiles < 4 * threads)
-      ntiles = std::min(nsl, ceil_div(ntiles, threads) * threads);
+    if (kparts == 1 && ntiles > 1)
+      for (std::int64_t n = ntiles; n <= std::min(nsl, ntiles + ntiles / 4 + 1); ++n)
+        if (tiles_for(n) % threads == 0) {
+          ntiles = n;
+          break;
+        }
     if (ntiles * kparts < 2 * threads) mtiles = std::min(msl, ceil_div(4 * threads, ntiles * kparts));
   }
   const std::int64_t tile_ns = ceil_div(nsl, ntiles);
