@@ -252,29 +252,38 @@ template <int S, int KW, bool Max, bool Codes>
   const std::int64_t k = KW ? KW : c.k;
   for (std::int64_t j = c.j0; j < c.j1; j += kV) {
     const int n = static_cast<int>(c.j1 - j < kV ? c.j1 - j : kV);
-    vf m = vset(Max ? -std::numeric_limits<float>::infinity() : 0.0f), a = vset(0.0f);
-    auto fold = [&](vf v, std::int64_t rank_col) {
-      if constexpr (Max) {
-        const vmask u = vreplaces(m, v);
-        if constexpr (Codes) a = vsel(u, vset(static_cast<float>(rank_col)), a);
-        m = vsel(u, v, m);
+    // Each window row folds on its own, then the rows in order: the rule is associative (a
+    // NaN or the first maximum of a sequence is that of its two halves' results), and the
+    // rows' chains of dependent compares run side by side.
+    vf m = vset(0.0f), a = vset(0.0f);
+    auto fold = [&](vf& fm, vf& fa, vf v, vf va, bool first) {
+      if (first) {
+        fm = v;
+        fa = va;
+      } else if constexpr (Max) {
+        const vmask u = vreplaces(fm, v);
+        if constexpr (Codes) fa = vsel(u, va, fa);
+        fm = vsel(u, v, fm);
       } else {
-        m = vadd(m, v);
+        fm = vadd(fm, v);
       }
     };
     for (int r = 0; r < nrows; ++r) {
       const float* base = rows[r] + j * S - c.pad;
+      vf rm = vset(0.0f), ra = vset(0.0f);
+      auto col = [&](vf v, std::int64_t i) { fold(rm, ra, v, vset(static_cast<float>(r * k + i)), i == 0); };
       if constexpr (S == 1) {
-        for (std::int64_t i = 0; i < k; ++i) fold(vload(base + i, n), r * k + i);
+        for (std::int64_t i = 0; i < k; ++i) col(vload(base + i, n), i);
       } else {
         for (std::int64_t i = 0; i < k; i += 2) {
           const int len = 2 * n - (i + 1 < k ? 0 : 1);  // read no further than the last window
           const vf lo = vload(base + i, len < kV ? len : kV);
           const vf hi = len > kV ? vload(base + i + kV, len - kV) : vset(0.0f);
-          fold(veven(lo, hi), r * k + i);
-          if (i + 1 < k) fold(vodd(lo, hi), r * k + i + 1);
+          col(veven(lo, hi), i);
+          if (i + 1 < k) col(vodd(lo, hi), i + 1);
         }
       }
+      fold(m, a, rm, ra, r == 0);
     }
     if constexpr (Codes) {
       vstore_full(best + j, m);
@@ -835,10 +844,12 @@ void pool_grad_planes(const PoolParams& p, const PoolGeometry& g, DType t, const
     Argmax<T> scratch(g.ow);
     const std::int64_t plane = g.d * g.h * g.w, rows = g.od * g.oh;
     dispatch_columns(c, [&]<int KW, int SW>() {
-      std::memset(static_cast<T*>(gx) + p0 * plane, 0, static_cast<std::size_t>((p1 - p0) * plane) * sizeof(T));
       Cursor cur(g, p0 * rows);
-      for (std::int64_t row = p0 * rows; row < p1 * rows; ++row, cur.next(g))
+      for (std::int64_t row = p0 * rows; row < p1 * rows; ++row, cur.next(g)) {
+        if (row % rows == 0)  // zeroed plane by plane, so it is still in L1 when the windows add
+          std::memset(static_cast<T*>(gx) + cur.pl * plane, 0, static_cast<std::size_t>(plane) * sizeof(T));
         grad_row<KW, SW>(c, static_cast<const T*>(x), static_cast<const T*>(gy), static_cast<T*>(gx), cur, scratch);
+      }
     });
   });
 }
