@@ -53,8 +53,11 @@ class DirectAlgorithm final : public ConvAlgorithm {
       // cost of 128 reduction steps); grad weights transposes dy once per chunk instead.
       const double overhead = pl.grad_weights ? 48 : 128;
       const double eff = 0.9 * lanes * reduction / (reduction + overhead);
+      // The work it does: grad inputs runs every tap over a zero-padded dy, so a "valid"
+      // layer's input gradient computes (in / out) pixels' worth (LeNet's conv2: 2.25x).
+      const double work = 2.0 * static_cast<double>(pl.N * pl.G * pl.ndst * pl.dst_numel) * reduction;
       const double traffic = 2.0 * static_cast<double>(pl.workspace) + operand_bytes(p);
-      return p.flops() / (peak * eff) + traffic / m.bytes_per_s() + kConvCallSeconds;
+      return work / (peak * eff) + traffic / m.bytes_per_s() + kConvCallSeconds;
     }
     const double base = p.direction == ConvDirection::forward       ? 0.35
                         : p.direction == ConvDirection::grad_inputs ? 0.12
