@@ -765,8 +765,11 @@ void max_grad_row_disjoint(const Plan<T>& c, const T* x, const T* gy, T* gx, con
     fast = c.vec;
     if (fast) fold_windows<KW, true, true>(c, x, cur, f.best.data(), f.fcode.data());
   }
+  // The scalar loops below serve the columns the vector write does not (all of them
+  // without it): from `scalar` on.
+  const std::int64_t scalar = fast && KW == 2 && SW == 2 && c.pad == 0 ? f.je : 0;
   if (fast) {
-    for (std::int64_t j = 0; j < g.ow; ++j)
+    for (std::int64_t j = scalar; j < g.ow; ++j)
       f.code[static_cast<std::size_t>(j)] = static_cast<std::int32_t>(f.fcode[static_cast<std::size_t>(j)]);
   } else if (find.template operator()<false, KW, SW>()) {
     find.template operator()<true, 0, 0>();  // a NaN: the exact rule
@@ -774,7 +777,7 @@ void max_grad_row_disjoint(const Plan<T>& c, const T* x, const T* gy, T* gx, con
   if (p.relu_grad) {  // where(x > 0, gx, 0): gy lands on its window's maximum
     T* masked = f.masked.data();
     const T* best = f.best.data();
-    for (std::int64_t j = 0; j < g.ow; ++j) masked[j] = keep_or_zero(gyr[j], best[j] > T(0));
+    for (std::int64_t j = scalar; j < g.ow; ++j) masked[j] = keep_or_zero(gyr[j], best[j] > T(0));
     gyr = masked;
   }
   // 2. Every owned input row, written once.
