@@ -12,19 +12,28 @@
 // from_blocked on each region value used outside it or returned, so the function's
 // inputs and outputs stay NCHW.
 //
-// The region is rewritten only when it pays: the cost model's time of each convolution's
-// chosen NCHW algorithm minus the blocked kernel's estimate must exceed the conversions'
-// memory traffic (and the padded channels' extra traffic in the ops between). Under the
-// meta-optimizer (conv_meta) the same sum is measured instead: each convolution is timed
-// both ways, and the conversions too, on random data of the node's shapes.
+// Which ops of a region run blocked is decided per op: the cost model estimates each op in
+// both layouts (a convolution: its chosen NCHW algorithm's estimate against the blocked
+// kernel's - FLOPs at the efficiency of its register tile, with the padded channels' lanes
+// and last row tile wasted; the other ops: their traffic, padded when blocked) and each
+// conversion (its traffic), and, from every op blocked, flips single ops to the other layout
+// while the total falls. So a convolution on few channels (a network's first) stays NCHW
+// and the conversion moves to the cheapest tensor. Under the meta-optimizer (conv_meta) the
+// whole region is run instead - the cost model's choice, all NCHW and all blocked, every op
+// and conversion, on random data of its shapes, warm-up excluded, median of five
+// interleaved runs - and the fastest kept (cached per region signature).
 //
 // Training graphs (any gradient convolution) are left alone: the backward pass reads the
 // forward activations in NCHW, so a region there would mostly add conversions.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <map>
+#include <mutex>
 #include <random>
+#include <set>
+#include <sstream>
 
 #include "convgraph/backends/kernel_registry.hpp"
 #include "convgraph/core/function_graph.hpp"
@@ -113,6 +122,12 @@ bool is_graph_output(const FunctionGraph& g, const Var& v) {
   return false;
 }
 
+/// Floats of t in the blocked form (its channels rounded up to the block).
+double padded_numel(const TensorType& t) {
+  return static_cast<double>(numel(t.shape)) * static_cast<double>(round_block(t.shape[1])) /
+         static_cast<double>(t.shape[1]);
+}
+
 /// The blocked kernel's estimate, in the terms of the convolution cost model
 /// (backends/conv_cost.hpp): its arithmetic at the efficiency of a register tile that
 /// wastes the padded channels' lanes and the last tile of each row, plus its traffic.
@@ -122,47 +137,19 @@ double blocked_seconds(const ConvProblem& p, const MachineModel& m) {
   const double row = static_cast<double>(p.out[p.ndim - 1]);
   const double tiles = row / (std::ceil(row / 6.0) * 6.0);
   const double reduction = static_cast<double>(round_block(p.C) * p.kernel_numel());
-  const double eff = 0.9 * lanes * tiles * reduction / (reduction + 16.0);
+  // A tile keeps 6 pixels x up to 4 output blocks in flight: with one block (K <= 16) its
+  // 6 accumulator chains, each waiting on its last FMA, reach about 60% of the rate of
+  // wider tiles (measured on resnet8's 16-channel layers).
+  const double chains = 6.0 * std::min(4.0, static_cast<double>(round_block(p.K) / kConvBlock));
+  const double eff = 0.9 * lanes * tiles * reduction / (reduction + 16.0) * std::min(1.0, chains / 10.0);
   const double bytes = 4.0 * static_cast<double>(p.N * (round_block(p.C) * p.in_numel() + round_block(p.K) * p.out_numel()) +
                                                  3 * round_block(p.K) * round_block(p.C) * p.kernel_numel());
   return p.flops() / (m.flops_per_s() * eff) + bytes / m.bytes_per_s() + kConvCallSeconds;
 }
 
-/// Median seconds of three runs of op on random inputs of these types (after a warm-up).
-double time_op(const OpPtr& op, const std::vector<TensorType>& types, ThreadPool& pool) {
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> dist(-1, 1);
-  std::vector<Tensor> in;
-  for (const auto& t : types) {
-    Tensor x(t.dtype, t.shape);
-    auto* d = static_cast<float*>(x.raw());
-    for (std::int64_t i = 0; i < x.numel(); ++i) d[i] = dist(rng);
-    in.push_back(std::move(x));
-  }
-  const TensorType ot = op->infer(types);
-  Tensor out(ot.dtype, ot.shape);
-  std::vector<std::uint8_t> ws(op->workspace_bytes(types) + 64);
-  ExecContext ctx;
-  ctx.pool = &pool;
-  ctx.workspace = ws.data() + (64 - reinterpret_cast<std::uintptr_t>(ws.data()) % 64) % 64;
-  ctx.workspace_bytes = ws.size() - 64;
-  const KernelRegistry& reg = KernelRegistry::builtin();
-  std::vector<double> s;
-  for (int r = 0; r < 4; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    reg.run(*op, in, out, ctx);
-    const auto t1 = std::chrono::steady_clock::now();
-    if (r > 0) s.push_back(std::chrono::duration<double>(t1 - t0).count());
-  }
-  std::sort(s.begin(), s.end());
-  return s[1];
-}
-
-/// The type to_blocked gives t.
-TensorType blocked_type(TensorType t) {
-  t.shape[1] = round_block(t.shape[1]) / kConvBlock;
-  t.shape.push_back(kConvBlock);
-  return t;
+/// A conversion's estimate: it reads one form and writes the other.
+double conversion_seconds(const TensorType& t, const MachineModel& m) {
+  return 4.0 * (static_cast<double>(numel(t.shape)) + padded_numel(t)) / m.bytes_per_s() + kConvCallSeconds;
 }
 
 std::vector<TensorType> types_of(const std::vector<Var>& vs) {
@@ -173,12 +160,251 @@ std::vector<TensorType> types_of(const std::vector<Var>& vs) {
 
 std::string ms_text(double s) { return msg(std::round(s * 1e6) / 1e3, " ms"); }
 
-struct Region {
-  std::vector<Var> nodes;    ///< topological order
-  std::vector<Var> entries;  ///< NCHW tensors converted into the region (once each)
-  std::vector<Var> exits;    ///< region values used outside it or returned
-  int convs = 0;
+/// One op of a region, with what the decision needs.
+struct Member {
+  Var v;
+  Kind kind = Kind::none;
+  std::vector<std::pair<Var, int>> in;  ///< data inputs and their member index (-1: outside)
+  std::vector<int> readers;             ///< members reading it as data
+  bool leaves = false;                  ///< read outside the region, as a non-data input, or returned
+  double nchw = 0, blocked = 0;         ///< estimated seconds in each layout (blocked: inf if unknown)
+  std::string estimate;                 ///< the convolution's estimates, for describe()
 };
+using Labels = std::vector<char>;  // per member: 1 blocked, 0 NCHW
+
+/// The estimated time of a labelling: each member in its layout, one to_blocked per NCHW
+/// tensor a blocked member reads, one from_blocked per blocked member read in NCHW.
+double labelled_seconds(const std::vector<Member>& r, const Labels& l, const MachineModel& m, int* conversions = nullptr) {
+  double s = 0;
+  int n = 0;
+  std::vector<Node*> converted;
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    s += l[i] ? r[i].blocked : r[i].nchw;
+    if (!l[i]) continue;
+    for (const auto& [u, j] : r[i].in)
+      if ((j < 0 || !l[static_cast<std::size_t>(j)]) &&
+          std::find(converted.begin(), converted.end(), u.node()) == converted.end()) {
+        converted.push_back(u.node());
+        s += conversion_seconds(u.type(), m), ++n;
+      }
+    if (r[i].leaves || std::any_of(r[i].readers.begin(), r[i].readers.end(), [&](int j) { return !l[static_cast<std::size_t>(j)]; }))
+      s += conversion_seconds(r[i].v.type(), m), ++n;
+  }
+  if (conversions) *conversions = n;
+  return s;
+}
+
+/// The share of a region's NCHW estimate a blocked labelling must save.
+constexpr double kMargin = 0.95;
+
+/// The cost model's labelling: from every member blocked that can be, members flip to the
+/// other layout while that lowers the estimate - one at a time, or a connected run of
+/// members in the same layout at once (so a chain that does not pay goes back to NCHW
+/// although each of its ops alone would only add conversions) - so a region sheds the
+/// convolutions blocking does not suit (few channels) and moves its conversions to the
+/// cheapest tensors; all NCHW unless that saves 5%.
+Labels model_labels(const std::vector<Member>& r, const MachineModel& m) {
+  Labels l(r.size());
+  for (std::size_t i = 0; i < r.size(); ++i) l[i] = std::isfinite(r[i].blocked);
+  double best = labelled_seconds(r, l, m);
+  // The members connected to i through data edges between members labelled as i is.
+  auto run = [&](std::size_t i) {
+    std::vector<std::size_t> out{i}, todo{i};
+    while (!todo.empty()) {
+      const std::size_t k = todo.back();
+      todo.pop_back();
+      std::vector<int> next = r[k].readers;
+      for (const auto& in : r[k].in) next.push_back(in.second);
+      for (int j : next)
+        if (j >= 0 && l[static_cast<std::size_t>(j)] == l[i] && std::find(out.begin(), out.end(), j) == out.end())
+          out.push_back(static_cast<std::size_t>(j)), todo.push_back(static_cast<std::size_t>(j));
+    }
+    return out;
+  };
+  auto try_flip = [&](const std::vector<std::size_t>& set) {
+    for (std::size_t k : set)
+      if (!l[k] && !std::isfinite(r[k].blocked)) return false;
+    for (std::size_t k : set) l[k] ^= 1;
+    const double t = labelled_seconds(r, l, m);
+    if (t < best * (1 - 1e-9)) return best = t, true;
+    for (std::size_t k : set) l[k] ^= 1;
+    return false;
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (std::size_t i = 0; i < r.size(); ++i) changed = try_flip({i}) || changed;
+    for (std::size_t i = 0; i < r.size(); ++i) changed = try_flip(run(i)) || changed;
+  }
+  // The estimates are good to some ten percent: a region whose saving is within that of
+  // its cost stays NCHW (no conversions, and the algorithms the rest of the graph expects).
+  double nchw = 0;
+  for (const auto& x : r) nchw += x.nchw;
+  if (best > kMargin * nchw) l.assign(r.size(), 0);
+  return l;
+}
+
+/// The blocked forms of the members labelled blocked, converted at the edges; returns the
+/// (member, NCHW replacement) pairs for the blocked members read in NCHW.
+std::vector<std::pair<Var, Var>> build(const std::vector<Member>& r, const Labels& l,
+                                       const std::function<std::string(std::size_t)>& why) {
+  std::vector<Var> blocked(r.size());
+  std::map<Node*, Var> entering;
+  auto b = [&](const std::pair<Var, int>& in) -> Var {
+    if (in.second >= 0 && l[static_cast<std::size_t>(in.second)]) return blocked[static_cast<std::size_t>(in.second)];
+    auto it = entering.find(in.first.node());
+    return it != entering.end() ? it->second : entering[in.first.node()] = to_blocked(in.first, kConvBlock);
+  };
+  std::vector<std::pair<Var, Var>> exits;
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    if (!l[i]) continue;
+    const Member& m = r[i];
+    const Var& v = m.v;
+    const Var* ins = v.inputs().data();
+    Var out;
+    switch (m.kind) {
+      case Kind::conv: {
+        const ConvImplOp& c = *as_conv_impl(v);
+        const detail::BlockedConvOp::Epilogue e{c.epilogue().bias, c.epilogue().residual,
+                                                c.epilogue().activation == ConvActivation::relu};
+        auto op = std::make_shared<detail::BlockedConvOp>(
+            std::make_shared<AbstractConvOp>(ConvDirection::forward, c.conv_params()), ins[0].shape()[1], e, why(i));
+        std::vector<Var> args;  // (no initializer list: GCC 12 warns of a bound it misreads)
+        args.push_back(b(m.in[0]));
+        args.push_back(ins[1]);
+        if (e.bias) args.push_back(ins[2]);
+        if (e.residual) args.push_back(b(m.in[1]));
+        out = apply(op, args, v.name());
+        break;
+      }
+      case Kind::relu: out = apply(v.node()->op, {b(m.in[0])}, v.name()); break;
+      case Kind::add: out = apply(v.node()->op, {b(m.in[0]), b(m.in[1])}, v.name()); break;
+      case Kind::bias: {
+        const std::size_t x = data_inputs(v, Kind::bias)[0];
+        const Var& bias = ins[1 - x];
+        const Var bb = bias.rank() == 1 ? reshape(bias, Shape{1, bias.shape()[0]}) : bias;
+        Shape s(static_cast<std::size_t>(v.rank()) + 1, 1);
+        s[1] = round_block(v.shape()[1]) / kConvBlock;
+        s.back() = kConvBlock;
+        out = b(m.in[0]) + reshape(to_blocked(bb, kConvBlock), s);
+        out.named(v.name());
+        break;
+      }
+      case Kind::pool:
+        out = apply(std::make_shared<detail::BlockedPoolOp>(detail::pool_params(*v.op())), {b(m.in[0])}, v.name());
+        break;
+      case Kind::none: break;
+    }
+    blocked[i] = out;
+    if (m.leaves || std::any_of(m.readers.begin(), m.readers.end(), [&](int j) { return !l[static_cast<std::size_t>(j)]; })) {
+      Var back = from_blocked(out, v.shape()[1]);
+      back.named(v.name());
+      exits.emplace_back(v, back);
+    }
+  }
+  return exits;
+}
+
+/// What a labelling runs: the new nodes behind its exits (to_blocked, blocked ops,
+/// from_blocked) and the members left in NCHW, in an order that runs.
+std::vector<Var> program(const std::vector<Member>& r, const Labels& l, const std::vector<std::pair<Var, Var>>& exits,
+                         const std::set<Node*>& before) {
+  std::vector<Var> out;
+  std::set<Node*> seen;
+  std::function<void(const Var&)> visit = [&](const Var& v) {
+    if (!v.op() || before.count(v.node()) || !seen.insert(v.node()).second) return;
+    for (const Var& u : v.inputs()) visit(u);
+    out.push_back(v);
+  };
+  for (const auto& e : exits) visit(e.second);
+  for (std::size_t i = 0; i < r.size(); ++i)
+    if (!l[i]) out.push_back(r[i].v);
+  return out;
+}
+
+/// Median seconds of each program (warm-up excluded, runs interleaved so that a change in
+/// the machine's load hits all alike). Values a program does not compute are random
+/// inputs, the same for all.
+std::vector<double> time_programs(const std::vector<std::vector<Var>>& progs, ThreadPool& pool) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::map<Node*, Tensor> given;
+  auto input_value = [&](const Var& u) -> Tensor {
+    if (auto it = given.find(u.node()); it != given.end()) return it->second;
+    Tensor t = Tensor::zeros(u.dtype(), u.shape());
+    if (u.dtype() == DType::float32)
+      for (std::int64_t i = 0; i < t.numel(); ++i) static_cast<float*>(t.raw())[i] = dist(rng);
+    return given[u.node()] = t;
+  };
+  struct Step {
+    const Op* op;
+    std::vector<std::pair<int, Tensor>> in;  ///< (step, -1: the given tensor)
+    Tensor out;
+  };
+  std::vector<std::vector<Step>> runs;
+  std::size_t ws = 0;
+  for (const auto& prog : progs) {
+    std::map<Node*, int> at;
+    std::vector<Step>& steps = runs.emplace_back();
+    for (const Var& v : prog) {
+      Step s{v.op(), {}, Tensor(v.dtype(), v.shape())};
+      for (const Var& u : v.inputs())
+        s.in.push_back(at.count(u.node()) ? std::pair<int, Tensor>{at[u.node()], Tensor()} : std::pair<int, Tensor>{-1, input_value(u)});
+      ws = std::max(ws, v.op()->workspace_bytes(types_of(v.inputs())));
+      at[v.node()] = static_cast<int>(steps.size());
+      steps.push_back(std::move(s));
+    }
+  }
+  std::vector<std::uint8_t> buffer(ws + 64);
+  ExecContext ctx;
+  ctx.pool = &pool;
+  ctx.workspace = buffer.data() + (64 - reinterpret_cast<std::uintptr_t>(buffer.data()) % 64) % 64;
+  ctx.workspace_bytes = ws;
+  const KernelRegistry& reg = KernelRegistry::builtin();
+  auto run = [&](std::vector<Step>& steps) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<Tensor> in;
+    for (Step& s : steps) {
+      in.clear();
+      for (const auto& [j, t] : s.in) in.push_back(j < 0 ? t : steps[static_cast<std::size_t>(j)].out);
+      reg.run(*s.op, in, s.out, ctx);
+    }
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  constexpr int kRuns = 5;
+  std::vector<std::vector<double>> s(runs.size());
+  for (int rep = 0; rep <= kRuns; ++rep)
+    for (std::size_t p = 0; p < runs.size(); ++p)
+      if (const double t = run(runs[p]); rep > 0) s[p].push_back(t);
+  std::vector<double> med;
+  for (auto& x : s) {
+    std::sort(x.begin(), x.end());
+    med.push_back(x[kRuns / 2]);
+  }
+  return med;
+}
+
+/// What identifies a region for the timing cache: its ops, types and wiring, and threads.
+std::string signature(const std::vector<Member>& r, int threads) {
+  std::ostringstream os;
+  os << threads;
+  for (const Member& m : r) {
+    os << ';' << m.v.op()->name() << '(' << m.v.op()->params() << ')' << m.leaves;
+    for (const Var& u : m.v.inputs()) os << ',' << u.type().to_string();
+    for (const auto& in : m.in) os << '<' << in.second;
+  }
+  return os.str();
+}
+
+/// conv_meta's decisions, per region signature: the labelling that ran fastest.
+std::mutex timed_mutex;
+std::map<std::string, Labels>& timed_cache() {
+  static std::map<std::string, Labels> cache;
+  return cache;
+}
+
+std::string count_text(const Labels& l) {
+  return msg(std::count(l.begin(), l.end(), 1), " of ", l.size(), " ops blocked");
+}
 
 void block_layouts(RewriteContext& ctx, bool forced) {
   FunctionGraph& graph = ctx.graph;
@@ -207,17 +433,18 @@ void block_layouts(RewriteContext& ctx, bool forced) {
     for (std::size_t i : data_inputs(v, k))
       if (Node* u = v.inputs()[i].node(); kind.count(u)) parent[find(u)] = find(v.node());
   }
-  std::map<Node*, Region> regions;
+  std::map<Node*, std::vector<Member>> regions;
   for (const Var& v : order)
     if (kind.count(v.node())) {
-      Region& r = regions[find(v.node())];
-      r.nodes.push_back(v);
-      r.convs += kind[v.node()] == Kind::conv;
+      Member m;
+      m.v = v;
+      m.kind = kind[v.node()];
+      regions[find(v.node())].push_back(std::move(m));
     }
 
   const MachineModel machine = measured_machine(ctx.mode.threads);
-  const bool timed = std::find(ctx.mode.include_tags.begin(), ctx.mode.include_tags.end(), "conv_meta") !=
-                     ctx.mode.include_tags.end();
+  const bool timed = !forced && std::find(ctx.mode.include_tags.begin(), ctx.mode.include_tags.end(), "conv_meta") !=
+                                    ctx.mode.include_tags.end();
   std::unique_ptr<ThreadPool> own_pool;
   auto pool = [&]() -> ThreadPool& {
     if (ctx.mode.threads <= 0 || ctx.mode.threads == ThreadPool::default_pool().size())
@@ -225,137 +452,113 @@ void block_layouts(RewriteContext& ctx, bool forced) {
     if (!own_pool) own_pool = std::make_unique<ThreadPool>(ctx.mode.threads);
     return *own_pool;
   };
+  std::set<Node*> before;
+  for (const Var& v : order) before.insert(v.node());
 
   int index = 0;
   for (auto& [root, r] : regions) {
     ++index;
-    // Edges: tensors entering (data inputs from outside), values leaving.
-    for (const Var& v : r.nodes)
-      for (std::size_t i : data_inputs(v, kind[v.node()])) {
-        const Var& u = v.inputs()[i];
-        const bool inside = kind.count(u.node()) && find(u.node()) == root;
-        if (!inside && std::none_of(r.entries.begin(), r.entries.end(), [&](const Var& e) { return e.same(u); }))
-          r.entries.push_back(u);
+    // Wiring and the per-op estimates.
+    std::map<Node*, int> at;
+    for (std::size_t i = 0; i < r.size(); ++i) at[r[i].v.node()] = static_cast<int>(i);
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      Member& m = r[i];
+      const std::vector<std::size_t> di = data_inputs(m.v, m.kind);
+      for (std::size_t k : di) {
+        const Var& u = m.v.inputs()[k];
+        const int j = at.count(u.node()) ? at[u.node()] : -1;
+        m.in.emplace_back(u, j);
+        if (j >= 0) r[static_cast<std::size_t>(j)].readers.push_back(static_cast<int>(i));
       }
-    for (const Var& v : r.nodes) {
-      bool out = is_graph_output(graph, v);
-      for (const auto& [client, pos] : graph.clients(v)) {
-        const bool inside = kind.count(client.node()) && find(client.node()) == root;
-        const auto di = inside ? data_inputs(client, kind[client.node()]) : std::vector<std::size_t>{};
-        out = out || !inside || std::find(di.begin(), di.end(), static_cast<std::size_t>(pos)) == di.end();
+      m.leaves = is_graph_output(graph, m.v);
+      for (const auto& [client, pos] : graph.clients(m.v)) {
+        const auto it = at.find(client.node());
+        const auto cd = it == at.end() ? std::vector<std::size_t>{} : data_inputs(client, r[static_cast<std::size_t>(it->second)].kind);
+        m.leaves = m.leaves || it == at.end() || std::find(cd.begin(), cd.end(), static_cast<std::size_t>(pos)) == cd.end();
       }
-      if (out) r.exits.push_back(v);
+    }
+    std::string trouble;
+    for (Member& m : r) {
+      if (m.kind != Kind::conv) {
+        // Memory-bound: its data inputs and output, padded in the blocked form.
+        double n = static_cast<double>(numel(m.v.type().shape)), nb = padded_numel(m.v.type());
+        for (const auto& in : m.in) n += static_cast<double>(numel(in.first.type().shape)), nb += padded_numel(in.first.type());
+        m.nchw = 4 * n / machine.bytes_per_s() + kConvCallSeconds;
+        m.blocked = 4 * nb / machine.bytes_per_s() + kConvCallSeconds;
+        continue;
+      }
+      const ConvImplOp& c = *as_conv_impl(m.v);
+      try {
+        const ConvProblem p = c.problem(types_of(m.v.inputs()));
+        const ConvAlgorithm* a = c.algorithm();
+        m.nchw = a ? a->estimated_seconds(p, machine) : INFINITY;
+        m.blocked = blocked_seconds(p, machine);
+        m.estimate = msg(a ? a->name() : std::string("run-time choice"), " ", ms_text(m.nchw), " vs blocked ", ms_text(m.blocked));
+        // No estimate for the NCHW form: keep it (a choice the model cannot judge).
+        if (!std::isfinite(m.nchw)) m.nchw = 0, m.blocked = INFINITY;
+      } catch (const Error& e) {
+        m.nchw = 0, m.blocked = INFINITY;
+        trouble = msg("; not judged: ", e.what());
+      }
     }
 
-    // The decision: the convolutions' saving against the conversions.
-    double saving = 0, conversions = 0;
-    std::string how = forced ? "forced" : timed ? "timed" : "cost model";
-    try {
-      for (const Var& v : r.nodes) {
-        if (kind[v.node()] != Kind::conv) {
-          // Ops between convolutions touch the padded channels too.
-          const double pad = static_cast<double>(round_block(v.shape()[1]) - v.shape()[1]) /
-                             static_cast<double>(v.shape()[1]);
-          saving -= pad * 8.0 * static_cast<double>(numel(v.type().shape)) / machine.bytes_per_s();
-          continue;
-        }
-        const ConvImplOp& c = *as_conv_impl(v);
-        const ConvProblem p = c.problem(types_of(v.inputs()));
-        if (forced) continue;
-        if (timed) {
-          const auto blocked = std::make_shared<detail::BlockedConvOp>(
-              std::make_shared<AbstractConvOp>(ConvDirection::forward, c.conv_params()), p.C,
-              detail::BlockedConvOp::Epilogue{c.epilogue().bias, c.epilogue().residual,
-                                              c.epilogue().activation == ConvActivation::relu});
-          std::vector<TensorType> bt = types_of(v.inputs());
-          bt[0] = blocked_type(bt[0]);
-          if (c.epilogue().residual) bt.back() = blocked_type(bt.back());
-          saving += time_op(v.node()->op, types_of(v.inputs()), pool()) - time_op(blocked, bt, pool());
-        } else {
-          const ConvAlgorithm* a = c.algorithm();
-          const double t = a ? a->estimated_seconds(p, machine) : INFINITY;
-          if (!std::isfinite(t)) {
-            how = "no estimate for " + (a ? a->name() : std::string("a run-time choice"));
-            saving = -INFINITY;
-            break;
-          }
-          saving += t - blocked_seconds(p, machine);
-        }
-      }
-      for (const auto* list : {&r.entries, &r.exits})
-        for (const Var& e : *list) {
-          const bool in = list == &r.entries;
-          if (forced) continue;
-          if (timed) {
-            const Var probe = input(e.dtype(), e.shape());
-            const Var blocked = to_blocked(probe, kConvBlock);
-            conversions += in ? time_op(blocked.node()->op, {e.type()}, pool())
-                              : time_op(from_blocked(probe, e.shape()[1]).node()->op, {blocked.type()}, pool());
-          } else {
-            const double n = static_cast<double>(numel(e.type().shape));
-            conversions += 4.0 * n * (1 + static_cast<double>(round_block(e.shape()[1])) /
-                                              static_cast<double>(e.shape()[1])) / machine.bytes_per_s() +
-                           kConvCallSeconds;
-          }
-        }
-    } catch (const Error& e) {
-      saving = -INFINITY;
-      how = msg("not judged: ", e.what());
+    // The decision.
+    Labels l(r.size(), 1);
+    const Labels none(r.size(), 0);
+    std::string how = "forced";
+    double nchw_s = 0;
+    for (const Member& m : r) nchw_s += m.nchw;
+    if (!forced) {
+      l = model_labels(r, machine);
+      int n = 0;
+      const double chosen = labelled_seconds(r, l, machine, &n);
+      how = msg("cost model: NCHW ", ms_text(nchw_s), ", ", count_text(l), " ", ms_text(chosen), " (", n, " conversions)");
     }
-    const bool apply_it = forced || saving > conversions;
-    const std::string why = msg("layout region ", index, ": ", r.nodes.size(), " ops, ", r.convs, " convs, ",
-                                r.entries.size() + r.exits.size(), " conversions; ", how, ": saves ",
-                                std::isfinite(saving) ? ms_text(saving) : std::string("?"), " vs conversions ",
-                                ms_text(conversions));
-    ctx.stats.notes.push_back(msg("blocked_layout: ", why, apply_it ? " -> blocked" : " -> NCHW kept"));
-    if (!apply_it) continue;
-
-    // The rewrite: blocked forms of the region's ops, converted at the edges.
-    std::map<Node*, Var> blocked;
-    auto b = [&](const Var& u) -> Var {
-      if (auto it = blocked.find(u.node()); it != blocked.end()) return it->second;
-      return blocked[u.node()] = to_blocked(u, kConvBlock);
-    };
-    for (const Var& v : r.nodes) {
-      const Var* ins = v.inputs().data();
-      Var out;
-      switch (kind[v.node()]) {
-        case Kind::conv: {
-          const ConvImplOp& c = *as_conv_impl(v);
-          const detail::BlockedConvOp::Epilogue e{c.epilogue().bias, c.epilogue().residual, c.epilogue().activation == ConvActivation::relu};
-          auto op = std::make_shared<detail::BlockedConvOp>(
-              std::make_shared<AbstractConvOp>(ConvDirection::forward, c.conv_params()), ins[0].shape()[1], e, why);
-          std::vector<Var> args{b(ins[0]), ins[1]};
-          if (e.bias) args.push_back(ins[2]);
-          if (e.residual) args.push_back(b(v.inputs().back()));
-          out = apply(op, args, v.name());
-          break;
+    if (timed) {
+      // The meta-optimizer runs the whole region in each layout - every op and conversion,
+      // on random data of its shapes - and keeps the fastest: the cost model's labelling,
+      // all NCHW, and all blocked.
+      const std::string key = signature(r, ctx.mode.threads);
+      std::unique_lock lock(timed_mutex);
+      if (auto it = timed_cache().find(key); it != timed_cache().end()) {
+        l = it->second;
+        how = msg("timed (cached): ", count_text(l));
+      } else {
+        std::vector<Labels> cands{none, l};
+        Labels all(r.size());
+        for (std::size_t i = 0; i < r.size(); ++i) all[i] = std::isfinite(r[i].blocked);
+        cands.push_back(all);
+        std::sort(cands.begin(), cands.end());
+        cands.erase(std::unique(cands.begin(), cands.end()), cands.end());
+        try {
+          std::vector<std::vector<Var>> progs;
+          for (const Labels& c : cands)
+            progs.push_back(program(r, c, build(r, c, [](std::size_t) { return std::string(); }), before));
+          const std::vector<double> s = cands.size() > 1 ? time_programs(progs, pool()) : std::vector<double>{0};
+          const std::size_t best = static_cast<std::size_t>(std::min_element(s.begin(), s.end()) - s.begin());
+          how = "timed:";
+          for (std::size_t i = 0; i < cands.size(); ++i)
+            how += msg(i ? ", " : " ", cands[i] == none ? std::string("NCHW") : count_text(cands[i]), " ", ms_text(s[i]));
+          l = cands[best];
+        } catch (const Error& e) {
+          l = none;
+          how = msg("timed: not judged: ", e.what());
         }
-        case Kind::relu: out = apply(v.node()->op, {b(ins[0])}, v.name()); break;
-        case Kind::add: out = apply(v.node()->op, {b(ins[0]), b(ins[1])}, v.name()); break;
-        case Kind::bias: {
-          const std::size_t x = data_inputs(v, Kind::bias)[0];
-          const Var& bias = ins[1 - x];
-          const Var bb = bias.rank() == 1 ? reshape(bias, Shape{1, bias.shape()[0]}) : bias;
-          Shape s(static_cast<std::size_t>(v.rank()) + 1, 1);
-          s[1] = round_block(v.shape()[1]) / kConvBlock;
-          s.back() = kConvBlock;
-          out = b(ins[x]) + reshape(to_blocked(bb, kConvBlock), s);
-          out.named(v.name());
-          break;
-        }
-        case Kind::pool:
-          out = apply(std::make_shared<detail::BlockedPoolOp>(detail::pool_params(*v.op())), {b(ins[0])}, v.name());
-          break;
-        case Kind::none: break;
+        timed_cache()[key] = l;
       }
-      blocked[v.node()] = out;
     }
-    for (const Var& v : r.exits) {
-      Var back = from_blocked(blocked[v.node()], v.shape()[1]);
-      back.named(v.name());
+    const bool any = std::find(l.begin(), l.end(), 1) != l.end();
+    int convs = 0, blocked_convs = 0;
+    for (std::size_t i = 0; i < r.size(); ++i)
+      if (r[i].kind == Kind::conv) ++convs, blocked_convs += l[i];
+    const std::string why = msg("layout region ", index, ": ", r.size(), " ops, ", convs, " convs; ", how, trouble);
+    ctx.stats.notes.push_back(msg("blocked_layout: ", why,
+                                  any ? msg(" -> blocked (", blocked_convs, " convs)") : std::string(" -> NCHW kept")));
+    if (!any) continue;
+    for (const auto& [v, back] : build(r, l, [&](std::size_t i) {
+           return r[i].estimate.empty() ? why : msg("layout region ", index, ", ", how.substr(0, how.find(':')), ": ", r[i].estimate);
+         }))
       graph.replace(v, back, ctx.current);
-    }
   }
 }
 
