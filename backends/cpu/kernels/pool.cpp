@@ -156,6 +156,10 @@ using vmask = __mmask16;
 inline __mmask16 lanes(int n) { return static_cast<__mmask16>((1u << n) - 1u); }
 inline vf vload(const float* p, int n) { return _mm512_maskz_loadu_ps(lanes(n), p); }
 inline vf vload_full(const float* p) { return _mm512_loadu_ps(p); }
+/// Stores lanes [a, b) of v to p[a..b).
+inline void vstore_range(float* p, vf v, int a, int b) {
+  _mm512_mask_storeu_ps(p, static_cast<__mmask16>(lanes(b) & ~lanes(a)), v);
+}
 inline void vstore_full(float* p, vf v) { _mm512_storeu_ps(p, v); }
 inline void vstore(float* p, vf v, int n) { _mm512_mask_storeu_ps(p, lanes(n), v); }
 inline vf vset(float x) { return _mm512_set1_ps(x); }
@@ -237,6 +241,12 @@ inline void vstore(float* p, vf v, int n) {
   alignas(64) float b[kV];
   vstore_full(b, v);
   for (int i = 0; i < n; ++i) p[i] = b[i];
+}
+inline void vstore_range(float* p, vf v, int a, int b) {
+  if (a == 0 && b == kV) return vstore_full(p, v);
+  alignas(64) float buf[kV];
+  vstore_full(buf, v);
+  for (int i = a; i < b; ++i) p[i] = buf[i];
 }
 #endif
 
@@ -363,6 +373,76 @@ void spread_interior(const float* gy, float scale, const Plan<float>& c, float* 
         if (len > kV) vstore(q + kV, Store ? hi : vadd(vload(q + kV, len - kV), hi), len - kV);
       }
     }
+  }
+}
+
+/// Average pooling's gradient for planes [p0, p1), gathered: every input row is the sum,
+/// over the output rows whose windows cover it, of their gy spread along the row, stored
+/// once. The spread is a sum of shifted vector loads of a scaled copy of each gy row
+/// (gy / cell count, with zero margins); stride 2 forms the even and odd input columns
+/// apart and interleaves them. No zeroing pass and no read-modify-write of gx: overlapping
+/// windows added in place make every load wait for the masked store before it.
+void avg_grad_planes_gather(const Plan<float>& c, const float* gy, float* gx, std::int64_t p0, std::int64_t p1) {
+  const PoolGeometry& g = c.g;
+  const std::int64_t k = c.k, s = c.s, margin = k + 1;
+  // Output column (s = 1) or column pair (s = 2) t covers input columns s * t - pad (+ 1).
+  const std::int64_t tb = s == 1 ? c.pad : c.pad / 2, te = s == 1 ? g.w - 1 + c.pad : (g.w - 1 + c.pad) / 2;
+  const std::int64_t len = margin + (g.ow > te + 1 ? g.ow : te + 1) + kV + margin;
+  std::vector<float> scaled(static_cast<std::size_t>(g.od * g.oh * len), 0.0f);
+  // The output positions [first, last) whose windows cover each input position.
+  auto cover = [](const std::vector<Span>& spans, std::int64_t n) {
+    std::vector<Span> v(static_cast<std::size_t>(n), Span{0, 0, 0});
+    for (std::int64_t o = 0; o < static_cast<std::int64_t>(spans.size()); ++o)
+      for (std::int64_t i = spans[static_cast<std::size_t>(o)].lo; i < spans[static_cast<std::size_t>(o)].hi; ++i) {
+        Span& e = v[static_cast<std::size_t>(i)];
+        if (e.hi == 0) e.lo = o;
+        e.hi = o + 1;
+      }
+    return v;
+  };
+  const std::vector<Span> dc = cover(c.dspans, g.d), hc = cover(c.hspans, g.h);
+  const float* src[kMaxWindowRows];
+  for (std::int64_t pl = p0; pl < p1; ++pl) {
+    for (std::int64_t od = 0; od < g.od; ++od)
+      for (std::int64_t oh = 0; oh < g.oh; ++oh) {
+        const float inv_cells = static_cast<float>(
+            1.0 / static_cast<double>(c.dspans[static_cast<std::size_t>(od)].count *
+                                      c.hspans[static_cast<std::size_t>(oh)].count));
+        float* dst = scaled.data() + (od * g.oh + oh) * len + margin;
+        const float* gyr = gy + ((pl * g.od + od) * g.oh + oh) * g.ow;
+        for (std::int64_t j = 0; j < g.ow; ++j) dst[j] = gyr[j] * (inv_cells * c.inv[static_cast<std::size_t>(j)]);
+      }
+    for (std::int64_t d = 0; d < g.d; ++d)
+      for (std::int64_t r = 0; r < g.h; ++r) {
+        float* out = gx + ((pl * g.d + d) * g.h + r) * g.w;
+        const Span &cd = dc[static_cast<std::size_t>(d)], &ch = hc[static_cast<std::size_t>(r)];
+        int n = 0;
+        for (std::int64_t od = cd.lo; od < cd.hi; ++od)
+          for (std::int64_t oh = ch.lo; oh < ch.hi; ++oh) src[n++] = scaled.data() + (od * g.oh + oh) * len + margin;
+        if (n == 0) {
+          std::memset(out, 0, static_cast<std::size_t>(g.w) * sizeof(float));
+          continue;
+        }
+        for (std::int64_t t = tb; t <= te; t += kV) {
+          vf even = vset(0.0f), odd = vset(0.0f);
+          for (int q = 0; q < n; ++q)
+            for (std::int64_t i = 0; i < k; ++i) {
+              if (s == 1) even = vadd(even, vload_full(src[q] + t - i));
+              else if (i % 2 == 0) even = vadd(even, vload_full(src[q] + t - i / 2));
+              else odd = vadd(odd, vload_full(src[q] + t - i / 2));
+            }
+          const std::int64_t x0 = s * t - c.pad;  // the input column of lane 0
+          if (s == 1) {
+            vstore(out + x0, even, static_cast<int>(te + 1 - t < kV ? te + 1 - t : kV));
+            continue;
+          }
+          vf lo, hi;
+          vzip(even, odd, lo, hi);
+          const std::int64_t end = g.w - x0;  // lanes past the row's end are not stored
+          vstore_range(out + x0, lo, x0 < 0 ? static_cast<int>(-x0) : 0, static_cast<int>(end < kV ? end : kV));
+          if (end > kV) vstore_range(out + x0 + kV, hi, 0, static_cast<int>(end - kV < kV ? end - kV : kV));
+        }
+      }
   }
 }
 
@@ -844,6 +924,10 @@ void pool_grad_planes(const PoolParams& p, const PoolGeometry& g, DType t, const
   dispatch_numeric(t, "pool_grad", [&](auto z) {
     using T = decltype(z);
     const Plan<T> c(p, g);
+    if constexpr (std::is_same_v<T, float>) {
+      if (c.vec && p.mode == PoolMode::avg)
+        return avg_grad_planes_gather(c, static_cast<const float*>(gy), static_cast<float*>(gx), p0, p1);
+    }
     Argmax<T> scratch(g.ow);
     const std::int64_t plane = g.d * g.h * g.w, rows = g.od * g.oh;
     dispatch_columns(c, [&]<int KW, int SW>() {
