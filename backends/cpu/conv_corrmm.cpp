@@ -429,20 +429,27 @@ class CorrMMAlgorithm final : public ConvAlgorithm {
     return pl.fits ? pl.workspace : 0;
   }
 
-  /// One GEMM per (image, group) of the column matrix's shape, plus writing and reading
-  /// the column matrix; its chunks mostly stay in cache, so a quarter of that traffic is
-  /// charged at memory bandwidth.
+  /// One GEMM per (image, group) of the column matrix's shape, plus the column matrix.
+  /// float64 writes and reads it (chunks that mostly stay in cache: a quarter of that
+  /// traffic is charged at memory bandwidth); float32 makes each element once, in the
+  /// GEMM's packing (a gather from the image, or the col2im scatter), which costs about
+  /// kPackFlops of the thread's arithmetic (fitted to the standard layers at 2 threads:
+  /// the 7x7/s2 stem and 3x3 layers with 64 filters, where it is a fifth of the time).
   double estimated_seconds(const ConvProblem& p, const MachineModel& m) const override {
+    constexpr double kPackFlops = 64;
     const std::int64_t rows = p.Cg() * p.kernel_numel(), cols = p.out_numel();
     const double eff = p.direction == ConvDirection::forward       ? gemm_efficiency(p.Kg(), cols, rows)
                        : p.direction == ConvDirection::grad_inputs ? gemm_efficiency(rows, cols, p.Kg())
                                                                    : gemm_efficiency(p.Kg(), rows, cols);
-    const double col = ConvGeometry(p).is_pointwise()
-                           ? 0.0
-                           : 2.0 * static_cast<double>(rows * p.G) * static_cast<double>(cols * p.N) *
-                                 static_cast<double>(dtype_size(p.dtype));
-    return p.flops() / (m.flops_per_s(computes_in_float64(p)) * eff) +
-           (col / 4 + operand_bytes(p)) / m.bytes_per_s() + kConvCallSeconds;
+    const double elements = ConvGeometry(p).is_pointwise()
+                                ? 0.0
+                                : static_cast<double>(rows * p.G) * static_cast<double>(cols * p.N);
+    const bool f64 = computes_in_float64(p);
+    const double columns = p.dtype == DType::float32
+                               ? elements * kPackFlops / m.flops_per_s(f64)
+                               : 2.0 * elements * static_cast<double>(dtype_size(p.dtype)) / 4 / m.bytes_per_s();
+    return p.flops() / (m.flops_per_s(f64) * eff) + columns + operand_bytes(p) / m.bytes_per_s() +
+           kConvCallSeconds;
   }
 
   void run(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) const override {
