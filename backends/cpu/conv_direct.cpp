@@ -53,9 +53,11 @@ class DirectAlgorithm final : public ConvAlgorithm {
       // cost of 128 reduction steps); grad weights transposes dy once per chunk instead.
       const double overhead = pl.grad_weights ? 48 : 128;
       const double eff = 0.9 * lanes * reduction / (reduction + overhead);
-      // The work it does: grad inputs runs every tap over a zero-padded dy, so a "valid"
-      // layer's input gradient computes (in / out) pixels' worth (LeNet's conv2: 2.25x).
-      const double work = 2.0 * static_cast<double>(pl.N * pl.G * pl.ndst * pl.dst_numel) * reduction;
+      // The work it does: grad inputs runs over a zero-padded dy, skipping only the taps
+      // that read nothing but padding along the outer axis, so a "valid" layer's input
+      // gradient computes more than its FLOPs (LeNet's conv2: 2.25 x 2/3 = 1.5x).
+      const double work =
+          2.0 * static_cast<double>(pl.N * pl.G * pl.ndst * pl.dst_numel) * reduction * pl.tap_fraction();
       const double traffic = 2.0 * static_cast<double>(pl.workspace) + operand_bytes(p);
       return work / (peak * eff) + traffic / m.bytes_per_s() + kConvCallSeconds;
     }

@@ -120,6 +120,28 @@ struct KvecPlan {
     workspace = packed_bytes + src_bytes;
     usable = workspace <= p.workspace_limit;
   }
+
+  /// Forward and grad inputs: the taps [lo, hi) along axis a that read inside the source
+  /// (not its zero padding) for destination coordinate o. The kernels skip the rest.
+  std::array<i64, 2> tap_range(std::size_t a, i64 o) const {
+    const i64 first = lowpad[a] - o * stride[a], last = first + src[a] - 1;  // source extent, as tap offsets
+    const i64 lo = std::clamp<i64>(first <= 0 ? 0 : (first + dil[a] - 1) / dil[a], 0, ker[a]);
+    const i64 hi = last < 0 ? lo : std::clamp<i64>(last / dil[a] + 1, lo, ker[a]);
+    return {lo, hi};
+  }
+  /// The fraction of the taps the kernels run: along the outermost axis with more than one
+  /// tap (a tile's pixels mostly share its coordinate), those reading inside the source.
+  /// A valid layer's input gradient (LeNet's conv2: 5x5 over 8x8 dy for 12x12 dx) runs 2/3.
+  double tap_fraction() const {
+    if (grad_weights) return 1.0;
+    for (std::size_t a = 0; a < 3; ++a) {
+      if (ker[a] == 1) continue;
+      i64 sum = 0;
+      for (i64 o = 0; o < dst[a]; ++o) sum += tap_range(a, o)[1] - tap_range(a, o)[0];
+      return static_cast<double>(sum) / static_cast<double>(dst[a] * ker[a]);
+    }
+    return 1.0;
+  }
 };
 
 }  // namespace convgraph::cpu

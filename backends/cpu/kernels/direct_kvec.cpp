@@ -54,12 +54,13 @@ static_assert(kMaxNK == 4 || kKvecMinChannels >= 2 * kL);
 
 KvecShape shape_for(i64 ndst) { return kvec_shape(ndst, kL, kMaxNK, kAcc); }
 
-/// acc[p][*] (+)= sum_{q in [q0, q1), t} src[p][q * qstride + taps[t]] * w[q][t][*] for
-/// P rows and NK vectors, with acc held in io ([P][NK * kL]): zero-started when `init`,
-/// else loaded. Taps t = u mod U go to accumulator set u, added up at the end.
+/// acc[p][*] (+)= sum_{q in [q0, q1), t < nt} src[p][q * qstride + taps[t]] * w[q][t][*] for
+/// P rows and NK vectors (w's rows T taps apart), with acc held in io ([P][NK * kL]):
+/// zero-started when `init`, else loaded. Taps t = u mod U go to accumulator set u, added
+/// up at the end.
 template <int P, int NK, int U>
-void tile(const float* const* src, const float* w, const i64* taps, i64 T, i64 q0, i64 q1, i64 qstride, float* io,
-          bool init) {
+void tile(const float* const* src, const float* w, const i64* taps, i64 T, i64 nt, i64 q0, i64 q1, i64 qstride,
+          float* io, bool init) {
   constexpr int B = NK * kL;
   vkf acc[U][P][NK];
   const float* s[P];
@@ -98,8 +99,8 @@ void tile(const float* const* src, const float* w, const i64* taps, i64 T, i64 q
     const float* wq = w + q * T * B;
     const i64 qo = q * qstride;
     i64 t = 0;
-    for (; t + U <= T; t += U) step(wq, qo, t, std::integral_constant<int, U>{});
-    for (; t < T; ++t) step(wq, qo, t, std::integral_constant<int, 1>{});
+    for (; t + U <= nt; t += U) step(wq, qo, t, std::integral_constant<int, U>{});
+    for (; t < nt; ++t) step(wq, qo, t, std::integral_constant<int, 1>{});
   }
 #pragma GCC unroll 8
   for (int p = 0; p < P; ++p)
@@ -111,7 +112,7 @@ void tile(const float* const* src, const float* w, const i64* taps, i64 T, i64 q
     }
 }
 
-using TileFn = void (*)(const float* const*, const float*, const i64*, i64, i64, i64, i64, float*, bool);
+using TileFn = void (*)(const float* const*, const float*, const i64*, i64, i64, i64, i64, i64, float*, bool);
 
 /// The one tile function of each shape kvec_shape gives this level.
 TileFn tile_for(const KvecShape& sh) {
@@ -271,7 +272,7 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
           for (i64 tr = 0; tr < ntr; ++tr) {
             const float* rows[kMaxP];
             for (i64 r = 0; r < P; ++r) rows[r] = xg + row_off[static_cast<std::size_t>(tr * P + r)];
-            fn(rows, dyt, x_off, m, 0, 1, 0, part + tr * tile_floats, c0 == lo);
+            fn(rows, dyt, x_off, m, m, 0, 1, 0, part + tr * tile_floats, c0 == lo);
           }
         }
       }
@@ -305,11 +306,21 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
   if (pl.padded_numel * static_cast<i64>(sizeof(float)) > 4096) qc = std::min(qc, kChunkPages);
   const i64 dst_channels = pl.grad_inputs ? g.C : g.K;
   auto* dst = static_cast<float*>(pl.grad_inputs ? t.x : t.y);
+  // Taps whose reads all land in the zero padding are skipped: each tile runs the span of
+  // tap indices covering its pixels' in-source taps (axis by axis, tables per coordinate).
+  // A valid layer's input gradient (a full correlation of dy) reads mostly padding.
+  std::array<std::vector<i64>, 3> tlo, thi;
+  for (std::size_t a = 0; a < 3; ++a)
+    for (i64 o = 0; o < pl.dst[a]; ++o) {
+      const auto r = pl.tap_range(a, o);
+      tlo[a].push_back(r[0]);
+      thi[a].push_back(r[1]);
+    }
   parallel_over(ctx, p.G * nkb * ngroups, [&](i64 begin, i64 end) {
     alignas(64) float acc[kTiles * kAcc * kL];
     alignas(64) float trans[kTiles * kAcc * kL];
     const float* bases[kTiles * kAcc];
-    i64 dst_off[kTiles * kAcc];
+    i64 dst_off[kTiles * kAcc], tap0[kTiles * kAcc], ntap[kTiles * kAcc];
     for (i64 idx = begin; idx < end; ++idx) {
       const i64 pg = idx % ngroups, kb = idx / ngroups % nkb, grp = idx / ngroups / nkb;
       const i64 pix0 = pg * unit_pixels;
@@ -317,22 +328,34 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
       const i64 ntiles = (npix + P - 1) / P;
       // A short last tile repeats its last pixel, computed but not stored.
       PixelWalk at(pl, pix0);
-      for (i64 j = 0; j < ntiles * P; ++j) {
-        if (j < npix) {
+      for (i64 i = 0, j = 0; i < ntiles; ++i) {
+        i64 lo[3] = {pl.ker[0], pl.ker[1], pl.ker[2]}, hi[3] = {0, 0, 0};
+        for (i64 r = 0; r < P; ++r, ++j) {
+          if (j >= npix) {
+            bases[j] = bases[npix - 1];
+            continue;
+          }
           bases[j] = padded + (at.n * src_channels + grp * Q) * pl.padded_numel + at.base();
           dst_off[j] = at.n * dst_channels * pl.dst_numel + at.r;
+          const i64 o[3] = {at.o0, at.o1, at.o2};
+          for (std::size_t a = 0; a < 3; ++a) {
+            lo[a] = std::min(lo[a], tlo[a][static_cast<std::size_t>(o[a])]);
+            hi[a] = std::max(hi[a], thi[a][static_cast<std::size_t>(o[a])]);
+          }
           at.next();
-        } else {
-          bases[j] = bases[npix - 1];
         }
+        const auto flat = [&](i64 t0, i64 t1, i64 t2) { return (t0 * pl.ker[1] + t1) * pl.ker[2] + t2; };
+        const bool none = lo[0] >= hi[0] || lo[1] >= hi[1] || lo[2] >= hi[2];
+        tap0[i] = none ? 0 : flat(lo[0], lo[1], lo[2]);
+        ntap[i] = none ? 0 : flat(hi[0] - 1, hi[1] - 1, hi[2] - 1) + 1 - tap0[i];
       }
       const i64 d0 = kb * B;
       const i64 nd = std::min<i64>(B, pl.ndst - d0);
       const float* wb = packed + (grp * nkb + kb) * Q * T * B;
       for (i64 q0 = 0; q0 < Q; q0 += qc)
         for (i64 i = 0; i < ntiles; ++i)
-          fn(bases + i * P, wb, tap_off.data(), T, q0, std::min(Q, q0 + qc), pl.padded_numel, acc + i * P * B,
-             q0 == 0);
+          fn(bases + i * P, wb + tap0[i] * B, tap_off.data() + tap0[i], T, ntap[i], q0, std::min(Q, q0 + qc),
+             pl.padded_numel, acc + i * P * B, q0 == 0);
       // Transposed store: each destination channel's pixels are contiguous within an image.
       // acc's tiles are contiguous: pixel j's channel dd is at j * B + dd. Transposed
       // in L1 first, so each channel's run goes out as whole vectors: scalar stores
