@@ -392,6 +392,9 @@ std::string signature(const std::vector<Member>& r, int threads) {
   return os.str();
 }
 
+/// The most memory conv_meta's region timing may take (beyond, the cost model decides).
+constexpr double kTimedBytes = 1024.0 * (1 << 20);
+
 /// conv_meta's decisions, per region signature: the labelling that ran fastest.
 std::mutex timed_mutex;
 std::map<std::string, Labels>& timed_cache() {
@@ -527,35 +530,46 @@ void block_layouts(RewriteContext& ctx, bool forced) {
         how = msg("timed (cached): ", count_text(l));
       } else {
         std::vector<Labels> cands{none, model};
-        // All blocked, and all the model does not rule out (blocked within 1.5x of NCHW).
+        // All blocked, and all the model does not rule out: the convolutions blocked within
+        // 1.5x of NCHW, and the other ops that read a blocked value.
         Labels all(r.size()), plausible(r.size());
-        for (std::size_t i = 0; i < r.size(); ++i)
-          all[i] = std::isfinite(r[i].blocked), plausible[i] = r[i].blocked <= 1.5 * r[i].nchw;
+        for (std::size_t i = 0; i < r.size(); ++i) {
+          all[i] = std::isfinite(r[i].blocked);
+          plausible[i] = r[i].kind == Kind::conv ? r[i].blocked <= 1.5 * r[i].nchw
+                                                 : std::any_of(r[i].in.begin(), r[i].in.end(), [&](const auto& in) {
+                                                     return in.second >= 0 && plausible[static_cast<std::size_t>(in.second)];
+                                                   });
+        }
         cands.push_back(all);
         cands.push_back(plausible);
         std::sort(cands.begin(), cands.end());
         cands.erase(std::unique(cands.begin(), cands.end()), cands.end());
         try {
+          if (cands.size() == 1) throw CompileError("one candidate");
           std::vector<std::vector<Var>> progs;
-          for (const Labels& c : cands)
+          double bytes = 0;  // every value of every candidate is held at once
+          for (const Labels& c : cands) {
             progs.push_back(program(r, c, build(r, c, [](std::size_t) { return std::string(); }), before));
-          const std::vector<double> s = cands.size() > 1 ? time_programs(progs, pool()) : std::vector<double>{0};
+            for (const Var& v : progs.back()) bytes += static_cast<double>(numel(v.type().shape) * dtype_size(v.dtype()));
+          }
+          if (bytes > kTimedBytes)
+            throw MemoryError(msg("the candidates' values need ", bytes / (1 << 20), " MiB (limit ", kTimedBytes / (1 << 20), ")"));
+          const std::vector<double> s = time_programs(progs, pool());
           const std::size_t best = static_cast<std::size_t>(std::min_element(s.begin(), s.end()) - s.begin());
           how = "timed:";
           for (std::size_t i = 0; i < cands.size(); ++i)
             how += msg(i ? ", " : " ", cands[i] == none ? std::string("NCHW") : count_text(cands[i]), " ", ms_text(s[i]));
           l = cands[best];
         } catch (const Error& e) {
-          l = none;
-          how = msg("timed: not judged: ", e.what());
+          how += msg("; not timed: ", e.what());  // the cost model's decision stands
         }
         timed_cache()[key] = l;
       }
     }
-    const bool any = std::find(l.begin(), l.end(), 1) != l.end();
     int convs = 0, blocked_convs = 0;
     for (std::size_t i = 0; i < r.size(); ++i)
       if (r[i].kind == Kind::conv) ++convs, blocked_convs += l[i];
+    const bool any = blocked_convs > 0;  // (blocked pooling alone saves nothing worth a conversion)
     const std::string why = msg("layout region ", index, ": ", r.size(), " ops, ", convs, " convs; ", how, trouble);
     ctx.stats.notes.push_back(msg("blocked_layout: ", why,
                                   any ? msg(" -> blocked (", blocked_convs, " convs)") : std::string(" -> NCHW kept")));
