@@ -200,6 +200,44 @@ int main(int argc, char** argv) {
     b.add("bias_add_grad " + tag, gb, {random_tensor(shape, seed++)});
   }
 
+  // ---- fused elementwise nodes as compile() builds them in a training step (relu's
+  // gradient, with the gradients of a residual branch summed in; relu of a residual sum;
+  // a per-channel broadcast operand) ------------------------------------------------------
+  {
+    const Shape s{32, 16, 32, 32};
+    Var h = input(DType::float32, s), g1 = input(DType::float32, s), g2 = input(DType::float32, s);
+    Var c = input(DType::float32, {1, 16, 1, 1});
+    const Tensor ht = random_tensor(s, seed++), g1t = random_tensor(s, seed++), g2t = random_tensor(s, seed++);
+    const Tensor ct = random_tensor({1, 16, 1, 1}, seed++);
+    struct FusedCase {
+      const char* tag;
+      Var y;
+      std::vector<std::pair<Var, Tensor>> leaves;
+    };
+    const std::vector<FusedCase> fcs = {
+        {"relu_grad", where(h > 0.0, g1, zeros_like(g1)), {{h, ht}, {g1, g1t}}},
+        {"relu_grad(sum)", where(h > 0.0, g1 + g2, zeros_like(g1)), {{h, ht}, {g1, g1t}, {g2, g2t}}},
+        {"relu(sum)", relu(g1 + g2), {{g1, g1t}, {g2, g2t}}},
+        {"relu(x*c+g)", relu(h * c + g1), {{h, ht}, {c, ct}, {g1, g1t}}},
+    };
+    for (const FusedCase& fc : fcs) {
+      std::vector<Var> ins;
+      for (const auto& l : fc.leaves) ins.push_back(l.first);
+      const Function f = compile(ins, {fc.y});
+      for (const Var& v : f.graph().toposort()) {
+        if (!v.op() || v.op()->name() != "fused") continue;
+        std::vector<Tensor> args;  // the compiled graph's inputs are in the order of ins
+        const std::vector<Var>& gi = f.graph().inputs();
+        for (const Var& i : v.inputs())
+          for (std::size_t k = 0; k < gi.size(); ++k)
+            if (gi[k].node() == i.node()) args.push_back(fc.leaves[k].second);
+        if (args.size() != v.inputs().size()) continue;  // an input made by another node
+        b.add(std::string("fused ") + fc.tag + " " + shape_name(s), v, args);
+        std::printf("  program: %s\n", v.op()->params().c_str());
+      }
+    }
+  }
+
   // ---- batch norm: training forward (statistics pass, then y), inference forward, and
   // the training gradient (one reduction pass giving dgamma, dbeta, then dx) ------------
   for (const Shape& bs : {Shape{64, 20, 24, 24}, Shape{32, 64, 32, 32}, Shape{4, 32, 8, 32, 32}}) {

@@ -33,9 +33,26 @@ void splat(void* dst, double v, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) d[i] = t;
 }
 
+// Typed copies: a memcpy of a run-time size per element was a call per element.
+template <class U>
+void splat_as(void* dst, const void* src, std::int64_t n) {
+  U v;
+  std::memcpy(&v, src, sizeof v);
+  U* d = static_cast<U*>(dst);
+  for (std::int64_t i = 0; i < n; ++i) d[i] = v;
+}
+
 void splat_bytes(void* dst, const void* src, std::size_t esize, std::int64_t n) {
-  auto* d = static_cast<unsigned char*>(dst);
-  for (std::int64_t i = 0; i < n; ++i) std::memcpy(d + i * static_cast<std::int64_t>(esize), src, esize);
+  if (esize == 4) splat_as<std::uint32_t>(dst, src, n);
+  else if (esize == 8) splat_as<std::uint64_t>(dst, src, n);
+  else splat_as<std::uint8_t>(dst, src, n);
+}
+
+template <class U>
+void strided_as(void* dst, const void* src, std::int64_t st, std::int64_t n) {
+  U* d = static_cast<U*>(dst);
+  const U* s = static_cast<const U*>(src);
+  for (std::int64_t i = 0; i < n; ++i) d[i] = s[i * st];
 }
 
 // How one input reaches a block: read in place (same shape as the output), one value
@@ -44,13 +61,35 @@ struct InputPlan {
   enum class Mode { direct, scalar, gather } mode = Mode::direct;
   const unsigned char* base = nullptr;
   std::size_t esize = 0;
-  std::vector<std::int64_t> strides;  // per output axis, in elements
+  Shape dims;                         // the output's axes, neighbours this input walks as one merged
+  std::vector<std::int64_t> strides;  // per axis of dims, in elements
 };
+
+// Merges neighbouring output axes that the input walks as one (both broadcast, or
+// contiguous), so a per-channel operand of NCHW is runs of H*W splats, not runs of W.
+void merge_axes(InputPlan& p, const Shape& os, const std::vector<std::int64_t>& st) {
+  p.dims.clear();
+  p.strides.clear();
+  for (std::size_t a = 0; a < os.size(); ++a) {
+    if (os[a] == 1) continue;
+    if (!p.dims.empty() && p.strides.back() == st[a] * os[a]) {
+      p.dims.back() *= os[a];
+      p.strides.back() = st[a];
+      continue;
+    }
+    p.dims.push_back(os[a]);
+    p.strides.push_back(st[a]);
+  }
+  if (p.dims.empty()) {
+    p.dims.push_back(1);
+    p.strides.push_back(0);
+  }
+}
 
 // Copies output positions [s, s + n) of a broadcast input into dst, one run along the
 // last axis at a time.
-void gather(const InputPlan& in, const Shape& os, std::int64_t s, std::int64_t n, unsigned char* dst,
-            std::vector<std::int64_t>& idx) {
+void gather(const InputPlan& in, std::int64_t s, std::int64_t n, unsigned char* dst, std::vector<std::int64_t>& idx) {
+  const Shape& os = in.dims;
   const std::size_t r = os.size();
   const std::size_t es = in.esize;
   idx.assign(r, 0);
@@ -68,8 +107,9 @@ void gather(const InputPlan& in, const Shape& os, std::int64_t s, std::int64_t n
     const unsigned char* src = in.base + off * static_cast<std::int64_t>(es);
     if (st == 0) splat_bytes(d, src, es, run);
     else if (st == 1) std::memcpy(d, src, static_cast<std::size_t>(run) * es);
-    else
-      for (std::int64_t j = 0; j < run; ++j) std::memcpy(d + j * static_cast<std::int64_t>(es), src + j * st * static_cast<std::int64_t>(es), es);
+    else if (es == 4) strided_as<std::uint32_t>(d, src, st, run);
+    else if (es == 8) strided_as<std::uint64_t>(d, src, st, run);
+    else strided_as<std::uint8_t>(d, src, st, run);
     done += run;
     idx[r - 1] += run;
     off += run * st;
@@ -125,7 +165,7 @@ void run_fused(const Op& op, const std::vector<Tensor>& in, Tensor& out, const E
     else if (in[i].numel() == 1) p.mode = InputPlan::Mode::scalar;
     else {
       p.mode = InputPlan::Mode::gather;
-      p.strides = detail::broadcast_strides(in[i].shape(), os);
+      merge_axes(p, os, detail::broadcast_strides(in[i].shape(), os));
     }
   }
   const int nreg = prog_.registers();
@@ -161,7 +201,7 @@ void run_fused(const Op& op, const std::vector<Tensor>& in, Tensor& out, const E
         if (p.mode == InputPlan::Mode::direct) reg[i] = p.base + s * static_cast<std::int64_t>(p.esize);
         else if (p.mode == InputPlan::Mode::scalar) reg[i] = buf;
         else {
-          gather(p, os, s, n, buf, idx);
+          gather(p, s, n, buf, idx);
           reg[i] = buf;
         }
       }

@@ -279,3 +279,47 @@ TEST_CASE("fusion: special values give the same bits as the unfused ops", "[opti
     check_identical(f.fused(args), f.unfused(args));
   }
 }
+
+TEST_CASE("fusion: per-channel and per-pixel operands of NCHW, relu's gradient of a sum", "[optimizer][fusion]") {
+  // The gather merges the axes an operand walks as one (a channel vector: runs of H*W
+  // splats; a [N,1,H,W] map: runs of H*W); odd sizes put block edges mid-run and leave
+  // vector tails; a bool mask and float64 take the 1- and 8-byte paths.
+  for (DType t : {DType::float32, DType::float64}) {
+    INFO(dtype_name(t));
+    const Shape s{3, 5, 7, 11};
+    Var x = input(t, s, "x"), g1 = input(t, s, "g1"), g2 = input(t, s, "g2");
+    Var c = input(t, {1, 5, 1, 1}, "c"), p = input(t, {3, 1, 7, 11}, "p");
+    Var m = input(DType::boolean, {3, 1, 1, 11}, "m");
+    Var relu_grad = where(x > 0.0, g1 + g2, zeros_like(g1));
+    Var affine = relu(x * c + p);
+    Var masked = where(m, g1 - c, p * 2.0);
+    auto f = compile_both({x, g1, g2, c, p, m}, {relu_grad, affine, masked});
+    CHECK(count_ops(f.fused, "fused") == 3);
+    Tensor mv(DType::boolean, {3, 1, 1, 11});
+    for (std::int64_t i = 0; i < mv.numel(); ++i) mv.set(i, (i * 7) % 3 == 0 ? 1.0 : 0.0);
+    const std::vector<Tensor> args{noise(t, s, 31), noise(t, s, 32), noise(t, s, 33), noise(t, {1, 5, 1, 1}, 34),
+                                   noise(t, {3, 1, 7, 11}, 35), mv};
+    const auto fused = f.fused(args), unfused = f.unfused(args);
+    check_identical(fused, unfused);
+    // And against the formulas themselves, element by element.
+    const auto vx = args[0].to_vector(), v1 = args[1].to_vector(), v2 = args[2].to_vector();
+    const auto vc = args[3].to_vector(), vp = args[4].to_vector();
+    const auto r0 = fused[0].to_vector(), r1 = fused[1].to_vector(), r2 = fused[2].to_vector();
+    std::size_t bad = 0;
+    for (std::int64_t n = 0, i = 0; n < 3; ++n)
+      for (std::int64_t ch = 0; ch < 5; ++ch)
+        for (std::int64_t hw = 0; hw < 77; ++hw, ++i) {
+          const auto k = static_cast<std::size_t>(i);
+          const auto pk = static_cast<std::size_t>(n * 77 + hw);
+          const double sum = t == DType::float32 ? double(float(v1[k]) + float(v2[k])) : v1[k] + v2[k];
+          bad += r0[k] != (vx[k] > 0 ? sum : 0.0);
+          const double lin = t == DType::float32 ? double(float(vx[k]) * float(vc[ch]) + float(vp[pk]))
+                                                 : vx[k] * vc[ch] + vp[pk];
+          bad += r1[k] != std::max(lin, 0.0);
+          const bool mk = ((n * 11 + hw % 11) * 7) % 3 == 0;
+          const double dif = t == DType::float32 ? double(float(v1[k]) - float(vc[ch])) : v1[k] - vc[ch];
+          bad += r2[k] != (mk ? dif : vp[pk] * 2.0);
+        }
+    CHECK(bad == 0);
+  }
+}
