@@ -177,16 +177,27 @@ class WinogradConv final : public ConvAlgorithm {
     const std::int64_t c_in = (gi ? p.Kg() : p.Cg()) * kd;
     const std::int64_t c_out = gi ? p.Cg() : p.Kg();
     const double gemm = 2.0 * 36 * static_cast<double>(tiles) * static_cast<double>(c_in * c_out * p.G);
-    const double elements = 36.0 * static_cast<double>(tiles) * static_cast<double>((c_in + c_out) * p.G);
+    // The transforms run 16 tiles of one tile row per vector: a row of tw tiles costs
+    // round_up(tw, 16) lanes (8x its tiles on 7x7 or 8x8 images: tw = 2).
+    const std::int64_t tw = (image[a + 1] + 3) / 4;
+    const double lanes = static_cast<double>(tiles / tw * ((tw + 15) / 16 * 16));
+    const double per_tile = 36.0 * static_cast<double>((c_in + c_out) * p.G);  // V and M (D) elements
+    // The transformed filter (grad weights: its transform-domain sums), 36 x c_in x c_out,
+    // goes out to memory once (38 MB on 512 channels, as much as the GEMM's time on 7x7
+    // images); the GEMM streams it back in under its arithmetic.
+    const double filter_bytes = 4.0 * 36 * static_cast<double>(c_in * c_out * p.G);
     const double flops = m.flops_per_s();
     // grad_weights' GEMMs run on sgemm; forward and grad inputs on this algorithm's own
     // kernel, whose 6 x 16 register block loses little to a short channel reduction, and
-    // whose transforms run vectorised at about half of peak (the resnet8 and c3d_small
-    // layers with 3-64 channels ran 2-3.5x faster than sgemm's curve and 0.2 predicted).
+    // whose transforms run vectorised at about 2/3 of peak per lane (grad weights' at 0.3),
+    // fitted on the resnet8 and c3d_small layers (3-64 channels, 2-8 tiles a row: Winograd
+    // 1.1-1.8x faster than cpu.direct from 16x16 images up, 1.1-1.5x slower on 8x8) and
+    // resnet_3x3_7 (512 channels: grad inputs 1.3x slower, grad weights 1.8x faster).
     const auto sat = [](std::int64_t x, double h) { return static_cast<double>(x) / (static_cast<double>(x) + h); };
     const double eff = gw ? gemm_efficiency(c_out, c_in, tiles) : 0.8 * sat(c_out, 4) * sat(c_in, 2) * sat(tiles, 32);
-    return gemm / (flops * eff) + 16 * elements / (flops * (gw ? 0.2 : 0.5)) +
-           (4 * elements + operand_bytes(p)) / m.bytes_per_s() + kConvCallSeconds;
+    return gemm / (flops * eff) + 16 * per_tile * lanes / (flops * (gw ? 0.3 : 0.65)) +
+           (4 * per_tile * static_cast<double>(tiles) + filter_bytes + operand_bytes(p)) / m.bytes_per_s() +
+           kConvCallSeconds;
   }
 
   void run(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) const override {
