@@ -217,9 +217,10 @@ Labels model_labels(const std::vector<Member>& r, const MachineModel& m) {
       todo.pop_back();
       std::vector<int> next = r[k].readers;
       for (const auto& in : r[k].in) next.push_back(in.second);
-      for (int j : next)
-        if (j >= 0 && l[static_cast<std::size_t>(j)] == l[i] && std::find(out.begin(), out.end(), j) == out.end())
-          out.push_back(static_cast<std::size_t>(j)), todo.push_back(static_cast<std::size_t>(j));
+      for (int j : next) {
+        const auto u = static_cast<std::size_t>(j);
+        if (j >= 0 && l[u] == l[i] && std::find(out.begin(), out.end(), u) == out.end()) out.push_back(u), todo.push_back(u);
+      }
     }
     return out;
   };
@@ -456,7 +457,8 @@ void block_layouts(RewriteContext& ctx, bool forced) {
   for (const Var& v : order) before.insert(v.node());
 
   int index = 0;
-  for (auto& [root, r] : regions) {
+  for (auto& region : regions) {
+    std::vector<Member>& r = region.second;  // (not a structured binding: lambdas capture it)
     ++index;
     // Wiring and the per-op estimates.
     std::map<Node*, int> at;
