@@ -232,8 +232,9 @@ int main(int argc, char** argv) {
           for (std::size_t k = 0; k < gi.size(); ++k)
             if (gi[k].node() == i.node()) args.push_back(fc.leaves[k].second);
         if (args.size() != v.inputs().size()) continue;  // an input made by another node
-        b.add(std::string("fused ") + fc.tag + " " + shape_name(s), v, args);
-        std::printf("  program: %s\n", v.op()->params().c_str());
+        const std::string name = std::string("fused ") + fc.tag + " " + shape_name(s);
+        b.add(name, v, args);
+        if (name.find(filter) != std::string::npos) std::printf("  program: %s\n", v.op()->params().c_str());
       }
     }
   }

@@ -80,8 +80,10 @@ class BnOp final : public Op {
       case BnKind::stats: return "batch_norm_stats";
       case BnKind::forward:
         return std::string(info_.train ? "batch_norm_train" : "batch_norm_infer") + (info_.relu ? "+relu" : "");
-      case BnKind::grad_sums: return info_.train ? "batch_norm_train_grad_sums" : "batch_norm_infer_grad_sums";
-      case BnKind::grad_x: return "batch_norm_train_grad_x";
+      case BnKind::grad_sums:
+        return std::string(info_.train ? "batch_norm_train_grad_sums" : "batch_norm_infer_grad_sums") +
+               (info_.relu ? "+relu_grad" : "");
+      case BnKind::grad_x: return std::string("batch_norm_train_grad_x") + (info_.relu ? "+relu_grad" : "");
     }
     return {};
   }
@@ -100,6 +102,8 @@ class BnOp final : public Op {
   TensorType infer(const std::vector<TensorType>& in) const override {
     const std::string op = name();
     const std::size_t stat_inputs = info_.train ? 1 : 2;
+    const std::size_t mask = info_.relu && info_.kind != BnKind::forward ? 1 : 0;  // h, last
+    if (mask && !info_.train) throw TypeError(msg(op, ": relu's gradient is fused into the training gradients only"));
     switch (info_.kind) {
       case BnKind::stats:
         detail::check_arity(*this, in.size(), 1);
@@ -114,13 +118,15 @@ class BnOp final : public Op {
         check_stats(op, in, 3);
         return in[0];
       case BnKind::grad_sums:
-        detail::check_arity(*this, in.size(), 2 + stat_inputs);
+        detail::check_arity(*this, in.size(), 2 + stat_inputs + mask);
+        if (mask) check_like_x(op, "relu output", in.back(), in[0]);
         check_x(op, in[0]);
         check_like_x(op, "output gradient", in[1], in[0]);
         check_stats(op, in, 2);
         return TensorType{in[0].dtype, {2, in[0].shape[1]}, in[0].device};
       case BnKind::grad_x:
-        detail::check_arity(*this, in.size(), 5);
+        detail::check_arity(*this, in.size(), 5 + mask);
+        if (mask) check_like_x(op, "relu output", in.back(), in[0]);
         check_x(op, in[0]);
         check_like_x(op, "output gradient", in[1], in[0]);
         check_vector(op, "gamma", in[2], in[0]);
@@ -190,6 +196,10 @@ namespace detail {
 BnInfo bn_info(const Op& op) { return dynamic_cast<const BnOp&>(op).info(); }
 
 Var batch_norm_forward(const BnInfo& info, std::vector<Var> inputs) {
+  return convgraph::apply(std::make_shared<BnOp>(info), std::move(inputs));
+}
+
+Var batch_norm_node(const BnInfo& info, std::vector<Var> inputs) {
   return convgraph::apply(std::make_shared<BnOp>(info), std::move(inputs));
 }
 

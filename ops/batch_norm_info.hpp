@@ -9,6 +9,8 @@
 //   grad_sums   train: (x, gy, stats)                 -> (2, C): sum(gy), sum(gy * xhat)
 //               infer: (x, gy, mean, var)
 //   grad_x      (x, gy, gamma, stats, sums)            -> like x (training only)
+// With relu set, the training gradients take one more input, h (like x), and use
+// where(h > 0, gy, 0) for gy: relu's gradient in their passes (optimizer/grad_fusion.cpp).
 #include "convgraph/core/graph.hpp"
 
 namespace convgraph::detail {
@@ -19,7 +21,8 @@ struct BnInfo {
   BnKind kind = BnKind::stats;
   bool train = true;  ///< statistics from a stats tensor (train) or two vectors (infer)
   double eps = 1e-5;
-  bool relu = false;  ///< forward only: relu applied to the output (optimizer/conv_epilogue_fusion.cpp)
+  bool relu = false;  ///< forward: relu applied to the output (optimizer/conv_epilogue_fusion.cpp);
+                      ///< grad_sums, grad_x: gy masked by a trailing input h > 0 (optimizer/grad_fusion.cpp)
 };
 
 /// The attributes of a batch-norm op (kernel keys "batch_norm_stats", "batch_norm",
@@ -28,5 +31,7 @@ BnInfo bn_info(const Op& op);
 
 /// The forward op of `info` (with its relu flag) on the inputs of an unfused forward node.
 Var batch_norm_forward(const BnInfo& info, std::vector<Var> inputs);
+/// The batch-norm op of `info` (any kind) on `inputs`.
+Var batch_norm_node(const BnInfo& info, std::vector<Var> inputs);
 
 }  // namespace convgraph::detail

@@ -5,6 +5,7 @@
 // summed in a fixed order, so results do not depend on the thread count.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "backends/cpu/kernels_nn.hpp"
@@ -27,12 +28,60 @@ cpu::BnGeometry geometry(const Tensor& x) {
 // About 32k elements per task.
 std::int64_t plane_grain(const cpu::BnGeometry& g) { return std::max<std::int64_t>(1, 32768 / std::max<std::int64_t>(g.s, 1)); }
 
-/// Per-channel totals of the plane sums of (x, g) shifted by `shift` (see bn_plane_sums).
+// where(h > 0, g, 0) for one plane, as the unfused where gives it (g's bits or +0; a NaN
+// h is not > 0), with a bit mask instead of a branch that random signs mispredict.
+template <class T, class U>
+void relu_mask(const T* __restrict h, const U* __restrict g, U* __restrict out, std::int64_t s) {
+  for (std::int64_t i = 0; i < s; ++i) out[i] = g[i] & (U(0) - static_cast<U>(h[i] > T(0)));
+}
+
+/// relu's gradient fused in (info.relu, the mask h the last input): a plane's masked
+/// gradient, made in a per-task buffer that stays in cache and handed to the plane loop as
+/// its own one-plane geometry. run(plane, gradient of that plane or nullptr when unmasked).
+template <class Run>
+void masked_planes(const cpu::BnGeometry& geo, const Tensor& g, const Tensor* h, std::int64_t p0, std::int64_t p1,
+                   Run run) {
+  if (!h) {
+    run(p0, p1, g.raw());
+    return;
+  }
+  const bool f64 = g.dtype() == DType::float64;
+  const std::size_t es = f64 ? 8 : 4;
+  std::vector<double> buf(static_cast<std::size_t>(geo.s));  // 8 bytes per element fits either dtype
+  for (std::int64_t p = p0; p < p1; ++p) {
+    const std::size_t off = static_cast<std::size_t>(p * geo.s) * es;
+    const auto* hp = static_cast<const unsigned char*>(h->raw()) + off;
+    const auto* gp = static_cast<const unsigned char*>(g.raw()) + off;
+    if (f64)
+      relu_mask(reinterpret_cast<const double*>(hp), reinterpret_cast<const std::uint64_t*>(gp),
+                reinterpret_cast<std::uint64_t*>(buf.data()), geo.s);
+    else
+      relu_mask(reinterpret_cast<const float*>(hp), reinterpret_cast<const std::uint32_t*>(gp),
+                reinterpret_cast<std::uint32_t*>(buf.data()), geo.s);
+    run(p, p + 1, static_cast<const void*>(buf.data()));
+  }
+}
+
+/// Per-channel totals of the plane sums of (x, g) shifted by `shift` (see bn_plane_sums);
+/// g masked by h > 0 when h is given.
 std::vector<double> channel_sums(const cpu::BnGeometry& geo, const Tensor& x, const Tensor* g,
-                                 const std::vector<double>& shift, const ExecContext& ctx) {
+                                 const std::vector<double>& shift, const ExecContext& ctx, const Tensor* h = nullptr) {
   std::vector<double> planes(static_cast<std::size_t>(2 * geo.n * geo.c));
   detail::parallel_range(ctx, geo.n * geo.c, plane_grain(geo), [&](std::int64_t b, std::int64_t e) {
-    CONVGRAPH_ISA_CALL(bn_plane_sums, geo, x.dtype(), x.raw(), g ? g->raw() : nullptr, shift.data(), planes.data(), b, e);
+    if (!g) {
+      CONVGRAPH_ISA_CALL(bn_plane_sums, geo, x.dtype(), x.raw(), nullptr, shift.data(), planes.data(), b, e);
+      return;
+    }
+    masked_planes(geo, *g, h, b, e, [&](std::int64_t p0, std::int64_t p1, const void* gp) {
+      if (gp == g->raw()) {
+        CONVGRAPH_ISA_CALL(bn_plane_sums, geo, x.dtype(), x.raw(), gp, shift.data(), planes.data(), p0, p1);
+        return;
+      }
+      // One plane: x and the sums at plane p0, its channel's shift, the masked gradient.
+      const cpu::BnGeometry one{1, 1, geo.s};
+      const auto* xp = static_cast<const unsigned char*>(x.raw()) + static_cast<std::size_t>(p0 * geo.s) * dtype_size(x.dtype());
+      CONVGRAPH_ISA_CALL(bn_plane_sums, one, x.dtype(), xp, gp, shift.data() + p0 % geo.c, planes.data() + 2 * p0, 0, 1);
+    });
   });
   std::vector<double> total(static_cast<std::size_t>(2 * geo.c), 0.0);
   for (std::int64_t p = 0; p < geo.n * geo.c; ++p)
@@ -56,10 +105,26 @@ std::pair<std::vector<double>, std::vector<double>> statistics(const BnInfo& inf
 
 void affine(const cpu::BnGeometry& geo, const Tensor& x, const Tensor* g, const std::vector<double>& shift,
             const std::vector<double>& a, const std::vector<double>* b, const std::vector<double>& k, bool relu,
-            Tensor& y, const ExecContext& ctx) {
+            Tensor& y, const ExecContext& ctx, const Tensor* h = nullptr) {
   detail::parallel_range(ctx, geo.n * geo.c, plane_grain(geo), [&](std::int64_t p0, std::int64_t p1) {
-    CONVGRAPH_ISA_CALL(bn_plane_affine, geo, x.dtype(), x.raw(), g ? g->raw() : nullptr, shift.data(), a.data(),
-                       b ? b->data() : nullptr, k.data(), relu, y.raw(), p0, p1);
+    if (!g) {
+      CONVGRAPH_ISA_CALL(bn_plane_affine, geo, x.dtype(), x.raw(), nullptr, shift.data(), a.data(),
+                         b ? b->data() : nullptr, k.data(), relu, y.raw(), p0, p1);
+      return;
+    }
+    masked_planes(geo, *g, h, p0, p1, [&](std::int64_t q0, std::int64_t q1, const void* gp) {
+      if (gp == g->raw()) {
+        CONVGRAPH_ISA_CALL(bn_plane_affine, geo, x.dtype(), x.raw(), gp, shift.data(), a.data(),
+                           b ? b->data() : nullptr, k.data(), relu, y.raw(), q0, q1);
+        return;
+      }
+      const cpu::BnGeometry one{1, 1, geo.s};
+      const std::size_t off = static_cast<std::size_t>(q0 * geo.s) * dtype_size(x.dtype());
+      const std::size_t c = static_cast<std::size_t>(q0 % geo.c);
+      CONVGRAPH_ISA_CALL(bn_plane_affine, one, x.dtype(), static_cast<const unsigned char*>(x.raw()) + off, gp,
+                         shift.data() + c, a.data() + c, b ? b->data() + c : nullptr, k.data() + c, relu,
+                         static_cast<unsigned char*>(y.raw()) + off, 0, 1);
+    });
   });
 }
 
@@ -101,7 +166,7 @@ void run_grad_sums(const Op& op, const std::vector<Tensor>& in, Tensor& out, con
   const BnInfo info = detail::bn_info(op);
   const cpu::BnGeometry geo = geometry(in[0]);
   const auto [mean, var] = statistics(info, in, 2, geo.c);
-  const std::vector<double> sums = channel_sums(geo, in[0], &in[1], mean, ctx);
+  const std::vector<double> sums = channel_sums(geo, in[0], &in[1], mean, ctx, info.relu ? &in.back() : nullptr);
   for (std::int64_t c = 0; c < geo.c; ++c) {
     const auto uc = static_cast<std::size_t>(c);
     out.set(c, sums[2 * uc]);                                            // dbeta = sum(gy)
@@ -125,7 +190,7 @@ void run_grad_x(const Op& op, const std::vector<Tensor>& in, Tensor& out, const 
     k[c] = -a[c] * in[4].get(ic) / m;
   }
   // bn_plane_affine's a is the coefficient of (x - mean), its b that of gy.
-  affine(geo, in[0], &in[1], mean, bx, &a, k, false, out, ctx);
+  affine(geo, in[0], &in[1], mean, bx, &a, k, false, out, ctx, info.relu ? &in.back() : nullptr);
 }
 
 }  // namespace

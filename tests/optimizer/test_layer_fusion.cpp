@@ -1,4 +1,4 @@
-// Layer fusion: relu's gradient fused into max pooling's gradient
+// Layer fusion: relu's gradient fused into max pooling's and batch norm's gradients
 // (optimizer/grad_fusion.cpp), relu fused into batch norm's output pass
 // (optimizer/conv_epilogue_fusion.cpp), and zeros_like read as a scalar
 // (optimizer/canonicalize.cpp, fill_as_scalar). Fused graphs give the unfused ones' bits,
@@ -191,4 +191,53 @@ TEST_CASE("layer fusion: verify_grad through batch norm + relu and of the fused 
         return detail::batch_norm_forward(info, plain.inputs());
       },
       {xv, gv, bv}));
+}
+
+TEST_CASE("layer fusion: relu's gradient fuses into batch norm's gradients, same bits", "[optimizer][fusion][batch_norm]") {
+  // bn -> relu: the where(h > 0, g, 0) pass goes into grad_sums and grad_x (mask h as their
+  // last input); with g a sum of gradients (h used twice) elementwise fusion keeps it.
+  for (const Shape& shape : {Shape{4, 3, 10}, Shape{2, 4, 5, 7}, Shape{2, 3, 2, 3, 5}})
+    for (DType dt : {DType::float32, DType::float64})
+      for (int variant : {0, 1, 2}) {
+        // 1: h used twice (g a sum, fused into the where); 2: relu of the sum of two batch
+        // norms (the where feeds both gradients; kept).
+        const bool twice = variant != 0;
+        INFO(shape_to_string(shape) << " " << dtype_name(dt) << " variant " << variant);
+        const std::int64_t C = shape[1];
+        Var x = input(dt, shape, "x"), gamma = input(dt, {C}, "gamma"), beta = input(dt, {C}, "beta");
+        Var r = input(dt, {shape[0], C}, "r");
+        Var y = batch_norm_train(x, gamma, beta).y;
+        Var h = relu(variant == 2 ? y + batch_norm_train(x * 2.0, gamma, beta).y : y);
+        // g from a non-elementwise op (as from a convolution's input gradient).
+        Var loss = sum(global_avg_pool(h) * r);
+        if (variant == 1) loss = loss + sum(h * h);
+        const std::vector<Var> gs = grad(loss, {x, gamma, beta});
+        Function fused = compile({x, gamma, beta, r}, gs);
+        Function plain = compile({x, gamma, beta, r}, gs, Mode::fast_run().excluding("bn_grad_relu_fusion"));
+        CHECK(count_named(fused, "batch_norm_train_grad_sums+relu_grad") == (twice ? 0 : 1));
+        CHECK(count_named(fused, "batch_norm_train_grad_x+relu_grad") == (twice ? 0 : 1));
+        CHECK(count_named(plain, "batch_norm_train_grad_x+relu_grad") == 0);
+        Tensor xv = tied_values(dt, shape, 51, false);  // many h exactly 0
+        for (std::int64_t i = 0; i < xv.numel(); ++i) xv.set(i, xv.get(i) + 0.125 * static_cast<double>(i % 5));
+        const Tensor gv = test::distinct_tensor({C}, 52, dt), bv = test::distinct_tensor({C}, 53, dt);
+        const Tensor rv = test::distinct_tensor({shape[0], C}, 54, dt);
+        const auto a = fused({xv, gv, bv, rv}), b = plain({xv, gv, bv, rv});
+        for (std::size_t i = 0; i < a.size(); ++i) {
+          INFO("gradient " << i);
+          CHECK(bits_equal(a[i], b[i]));
+        }
+      }
+  // The fused gradient checked numerically, and a mask of the wrong shape named.
+  const Tensor xv = test::distinct_tensor({3, 2, 5}, 55), gv = test::distinct_tensor({2}, 56),
+               bv = test::distinct_tensor({2}, 57), rv = test::distinct_tensor({3, 2, 5}, 58);
+  CHECK_NOTHROW(verify_grad([&](const auto& v) { return relu(batch_norm_train(v[0], v[1], v[2]).y) * constant(rv); },
+                            {xv, gv, bv}));
+  Var x = input(DType::float64, {3, 2, 5}), gy = input(DType::float64, {3, 2, 5});
+  const Var sums = grad(sum(batch_norm_train(x, input(DType::float64, {2}), input(DType::float64, {2})).y * gy),
+                        std::vector<Var>{x})[0].inputs()[4];
+  detail::BnInfo info = detail::bn_info(*sums.op());
+  info.relu = true;
+  std::vector<Var> in = sums.inputs();
+  in.push_back(input(DType::float64, {3, 2, 4}));
+  CHECK_THROWS_WITH(detail::batch_norm_node(info, in), Catch::Contains("relu output"));
 }
