@@ -55,7 +55,8 @@ class DirectAlgorithm final : public ConvAlgorithm {
       const double eff = 0.9 * lanes * reduction / (reduction + overhead);
       // The work it does: grad inputs runs over a zero-padded dy, skipping only the taps
       // that read nothing but padding along the outer axis, so a "valid" layer's input
-      // gradient computes more than its FLOPs (LeNet's conv2: 2.25 x 2/3 = 1.5x).
+      // gradient computes more than its FLOPs (LeNet's conv2: 2.25 x 2/3 = 1.5x); forward
+      // skips a padded layer's border taps likewise.
       const double work =
           2.0 * static_cast<double>(pl.N * pl.G * pl.ndst * pl.dst_numel) * reduction * pl.tap_fraction();
       const double traffic = 2.0 * static_cast<double>(pl.workspace) + operand_bytes(p);
