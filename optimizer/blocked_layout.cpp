@@ -116,11 +116,6 @@ std::vector<std::size_t> data_inputs(const Var& v, Kind k) {
   return {};
 }
 
-bool is_graph_output(const FunctionGraph& g, const Var& v) {
-  for (const auto& o : g.outputs())
-    if (o.same(v)) return true;
-  return false;
-}
 
 /// Floats of t in the blocked form (its channels rounded up to the block).
 double padded_numel(const TensorType& t) {

@@ -51,11 +51,6 @@ bool per_channel(const TensorType& b, const TensorType& y) {
   return true;
 }
 
-bool is_graph_output(const FunctionGraph& g, const Var& v) {
-  for (const auto& o : g.outputs())
-    if (o.same(v)) return true;
-  return false;
-}
 
 /// The single client of v, or an undefined Var (none, several, or v is an output).
 Var only_client(const FunctionGraph& g, const Var& v) {

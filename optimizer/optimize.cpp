@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "convgraph/backends/cuda.hpp"
+#include "convgraph/core/function_graph.hpp"
 #include "convgraph/optimizer/conv_lowering.hpp"
 #include "convgraph/optimizer/meta_optimizer.hpp"
 #include "convgraph/optimizer/rewrite_db.hpp"
@@ -17,6 +18,12 @@ namespace convgraph {
 
 OptimizeState::OptimizeState() = default;
 OptimizeState::~OptimizeState() = default;
+
+bool is_graph_output(const FunctionGraph& g, const Var& v) {
+  for (const auto& o : g.outputs())
+    if (o.same(v)) return true;
+  return false;
+}
 
 void log_line(const Mode& mode, const std::string& line) {
   if (mode.log) mode.log(line);

@@ -53,6 +53,9 @@ struct OptimizeState {
   ~OptimizeState();
 };
 
+/// True when v is one of the graph's outputs (a value the caller reads, so never fused away).
+bool is_graph_output(const FunctionGraph& g, const Var& v);
+
 /// Sends one line to Mode::log, or std::cerr.
 void log_line(const Mode& mode, const std::string& line);
 
