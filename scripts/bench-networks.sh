@@ -22,6 +22,10 @@ install_missing python3 python3-torch libopenblas0
 # PyTorch's OpenMP threads sleep at barriers, as oneDNN's do in bench-anchors.sh: spinning
 # ones collapse on these shared VMs (2x slower steps under load). Override to compare.
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
+# OpenBLAS (the dense layers) sizes its own pthread pool from the machine unless told: with
+# more threads than THREADS it fights PyTorch's OpenMP threads (LeNet's step measured 47 ms
+# against 25 ms with the pool at THREADS on a 2-vCPU VM).
+export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-$THREADS}"
 
 exe="${CONVGRAPH_BENCH:-}"
 if [ -z "$exe" ]; then
@@ -54,7 +58,7 @@ echo "# machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^
 echo "# commit:  $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 echo "# load:    $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min; numbers are only trustworthy on an idle machine)"
 echo "# pytorch: $("$PYTHON" -c 'import torch; print(torch.__version__)'), $PYTHON"
-echo "# OpenMP:  OMP_WAIT_POLICY=$OMP_WAIT_POLICY"
+echo "# OpenMP:  OMP_WAIT_POLICY=$OMP_WAIT_POLICY, OPENBLAS_NUM_THREADS=$OPENBLAS_NUM_THREADS"
 echo "# threads: $THREADS, rounds: $ROUNDS (convgraph and PyTorch alternate, first one then the other)"
 for r in $(seq 1 "$ROUNDS"); do
   echo "== round $r/$ROUNDS" >&2
