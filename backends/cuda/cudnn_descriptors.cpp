@@ -65,4 +65,18 @@ ConvDesc::~ConvDesc() {
   if (d_) cudnnDestroyConvolutionDescriptor(d_);
 }
 
+ActivationDesc::ActivationDesc(cudnnActivationMode_t mode) {
+  CG_CUDNN_CHECK(cudnnCreateActivationDescriptor(&d_));
+  // NOT_PROPAGATE_NAN: relu(NaN) is 0, as max(x, 0) on the host gives for a NaN x.
+  const cudnnStatus_t st = cudnnSetActivationDescriptor(d_, mode, CUDNN_NOT_PROPAGATE_NAN, 0.0);
+  if (st != CUDNN_STATUS_SUCCESS) {
+    cudnnDestroyActivationDescriptor(d_);
+    d_ = nullptr;
+    CG_CUDNN_CHECK(st);
+  }
+}
+ActivationDesc::~ActivationDesc() {
+  if (d_) cudnnDestroyActivationDescriptor(d_);
+}
+
 }  // namespace convgraph::cuda

@@ -44,6 +44,19 @@ class ConvDesc {
   cudnnConvolutionDescriptor_t d_ = nullptr;
 };
 
+/// An activation (relu, or identity for the fused convolution) that maps NaN to 0, as the host relu does.
+class ActivationDesc {
+ public:
+  explicit ActivationDesc(cudnnActivationMode_t mode);
+  ~ActivationDesc();
+  ActivationDesc(const ActivationDesc&) = delete;
+  ActivationDesc& operator=(const ActivationDesc&) = delete;
+  cudnnActivationDescriptor_t get() const { return d_; }
+
+ private:
+  cudnnActivationDescriptor_t d_ = nullptr;
+};
+
 /// The three operand descriptors and the convolution descriptor of one plan.
 struct CudnnDescriptors {
   explicit CudnnDescriptors(const CudnnConvPlan& plan)

@@ -8,20 +8,6 @@
 
 namespace convgraph::cuda {
 
-ActivationDesc::ActivationDesc(cudnnActivationMode_t mode) {
-  CG_CUDNN_CHECK(cudnnCreateActivationDescriptor(&d_));
-  // NOT_PROPAGATE_NAN: relu(NaN) is 0, as max(x, 0) on the host gives for a NaN x.
-  const cudnnStatus_t st = cudnnSetActivationDescriptor(d_, mode, CUDNN_NOT_PROPAGATE_NAN, 0.0);
-  if (st != CUDNN_STATUS_SUCCESS) {
-    cudnnDestroyActivationDescriptor(d_);
-    d_ = nullptr;
-    CG_CUDNN_CHECK(st);
-  }
-}
-ActivationDesc::~ActivationDesc() {
-  if (d_) cudnnDestroyActivationDescriptor(d_);
-}
-
 CudnnShape epilogue_bias_shape(const CudnnShape& y) {
   CudnnShape b = y;
   for (int i = 0; i < b.nb_dims; ++i) b.dims[static_cast<std::size_t>(i)] = i == 1 ? y.dims[1] : 1;

@@ -11,18 +11,6 @@
 
 namespace convgraph::cuda {
 
-class ActivationDesc {
- public:
-  explicit ActivationDesc(cudnnActivationMode_t mode);
-  ~ActivationDesc();
-  ActivationDesc(const ActivationDesc&) = delete;
-  ActivationDesc& operator=(const ActivationDesc&) = delete;
-  cudnnActivationDescriptor_t get() const { return d_; }
-
- private:
-  cudnnActivationDescriptor_t d_ = nullptr;
-};
-
 /// (1, K, 1, ...) with y's rank: the bias as cuDNN broadcasts it over y.
 CudnnShape epilogue_bias_shape(const CudnnShape& y);
 

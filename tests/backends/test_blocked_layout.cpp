@@ -15,21 +15,15 @@
 
 #include "support/child_process.hpp"
 #include "support/conv_cases.hpp"
+#include "support/graph_fixtures.hpp"
 
 using namespace convgraph;
 using Catch::Contains;
 
 namespace {
 
-Tensor noise(DType t, Shape s, unsigned seed) {
-  Tensor x(t, std::move(s));
-  std::uint64_t state = 0x9E3779B97F4A7C15ull * (seed + 1);
-  for (std::int64_t i = 0; i < x.numel(); ++i) {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    x.set(i, -1 + 2 * (static_cast<double>(state >> 11) / 9007199254740992.0));
-  }
-  return x;
-}
+/// Operand values in [-1, 1).
+Tensor noise(DType t, Shape s, unsigned seed) { return testing::noise(t, std::move(s), seed, -1, 1); }
 
 std::vector<Tensor> noises(const std::vector<Var>& ins) {
   std::vector<Tensor> out;

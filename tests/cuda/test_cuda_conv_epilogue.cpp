@@ -19,9 +19,11 @@
 #include "convgraph/ops/nnet.hpp"
 #include "convgraph/optimizer/conv_impl_op.hpp"
 #include "convgraph/runtime/function.hpp"
+#include "support/graph_fixtures.hpp"
 #include "support/skip_without_gpu.hpp"
 
 using namespace convgraph;
+using namespace convgraph::testing;
 using Catch::Contains;
 
 namespace {
@@ -33,26 +35,7 @@ Tensor wave(DType t, const Shape& s, double phase) {
 }
 
 /// device=cuda with every other convolution algorithm excluded.
-Mode on_gpu_only(const std::string& algo) {
-  Mode m = Mode::from_flags("device=cuda").including(algo);
-  for (const auto& a : AlgorithmRegistry::builtin().all())
-    if (a->name() != algo) m = m.excluding(a->name());
-  return m;
-}
-
-const ConvImplOp* fused_conv(const Function& f) {
-  for (const auto& v : f.graph().toposort())
-    if (const ConvImplOp* c = as_conv_impl(v); c && !c->epilogue().empty()) return c;
-  return nullptr;
-}
-
-Var conv_nd(const Var& x, const Var& w, const ConvOptions& o) {
-  switch (x.rank()) {
-    case 3: return conv1d(x, w, o);
-    case 4: return conv2d(x, w, o);
-    default: return conv3d(x, w, o);
-  }
-}
+Mode on_gpu_only(const std::string& algo) { return only_algorithm(algo, Mode::from_flags("device=cuda")); }
 
 }  // namespace
 

@@ -9,37 +9,16 @@
 #include <convgraph/ops/batch_norm.hpp>
 #include <convgraph/optimizer/conv_impl_op.hpp>
 
+#include "support/graph_fixtures.hpp"
+
 #include <cmath>
 #include <cstring>
 
 using namespace convgraph;
+using namespace convgraph::testing;
 using Catch::Contains;
 
 namespace {
-
-Tensor noise(DType t, Shape s, unsigned seed) {
-  Tensor x(t, std::move(s));
-  std::uint64_t state = 0x9E3779B97F4A7C15ull * (seed + 1);
-  for (std::int64_t i = 0; i < x.numel(); ++i) {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    x.set(i, -2 + 4 * (static_cast<double>(state >> 11) / 9007199254740992.0));
-  }
-  return x;
-}
-
-/// fast_run with every other CPU convolution algorithm excluded.
-Mode only(const std::string& algo) {
-  Mode m = Mode::fast_run().including(algo);
-  for (const auto& a : AlgorithmRegistry::builtin().all())
-    if (a->name() != algo) m = m.excluding(a->name());
-  return m;
-}
-
-const ConvImplOp* fused_conv(const Function& f) {
-  for (const auto& v : f.graph().toposort())
-    if (const ConvImplOp* c = as_conv_impl(v); c && !c->epilogue().empty()) return c;
-  return nullptr;
-}
 
 // Bit for bit, a NaN matching any NaN (a NaN's sign made by arithmetic is unspecified).
 void check_identical(const Tensor& a, const Tensor& b) {
@@ -59,14 +38,6 @@ struct Case {
   ConvOptions options;
   std::vector<const char*> algorithms;
 };
-
-Var conv_nd(const Var& x, const Var& w, const ConvOptions& o) {
-  switch (x.rank()) {
-    case 3: return conv1d(x, w, o);
-    case 4: return conv2d(x, w, o);
-    default: return conv3d(x, w, o);
-  }
-}
 
 }  // namespace
 
@@ -104,8 +75,8 @@ TEST_CASE("conv epilogue: every CPU algorithm gives the unfused bits for every p
           if (p.residual) y = y + r;
           if (p.relu) y = relu(y);
           const std::vector<Var> ins{x, w, b, r};
-          Function fused = compile(ins, {y}, only(algo));
-          Function unfused = compile(ins, {y}, only(algo).excluding("conv_epilogue_fusion"));
+          Function fused = compile(ins, {y}, only_algorithm(algo));
+          Function unfused = compile(ins, {y}, only_algorithm(algo).excluding("conv_epilogue_fusion"));
           const ConvImplOp* conv = fused_conv(fused);
           REQUIRE(conv != nullptr);
           CHECK(conv->epilogue().bias == p.bias);
@@ -125,17 +96,17 @@ TEST_CASE("conv epilogue: bias as (K, 1, 1) and on a 1-D convolution as (K, 1)",
   Var x = input(DType::float32, {2, 3, 8, 8}, "x"), w = input(DType::float32, {4, 3, 3, 3}, "w");
   Var b = input(DType::float32, {4, 1, 1}, "b");
   Var y = relu(conv2d(x, w) + b);
-  Function f = compile({x, w, b}, {y}, only("cpu.corrmm"));
+  Function f = compile({x, w, b}, {y}, only_algorithm("cpu.corrmm"));
   REQUIRE(fused_conv(f) != nullptr);
   CHECK(fused_conv(f)->epilogue().text() == "+bias+relu");
-  Function u = compile({x, w, b}, {y}, only("cpu.corrmm").excluding("conv_epilogue_fusion"));
+  Function u = compile({x, w, b}, {y}, only_algorithm("cpu.corrmm").excluding("conv_epilogue_fusion"));
   const std::vector<Tensor> args{noise(DType::float32, {2, 3, 8, 8}, 5), noise(DType::float32, {4, 3, 3, 3}, 6),
                                  noise(DType::float32, {4, 1, 1}, 7)};
   check_identical(f(args)[0], u(args)[0]);
 
   Var x1 = input(DType::float64, {2, 3, 9}, "x"), w1 = input(DType::float64, {4, 3, 2}, "w");
   Var b1 = input(DType::float64, {4, 1}, "b");
-  Function f1 = compile({x1, w1, b1}, {conv1d(x1, w1) + b1}, only("cpu.direct"));
+  Function f1 = compile({x1, w1, b1}, {conv1d(x1, w1) + b1}, only_algorithm("cpu.direct"));
   REQUIRE(fused_conv(f1) != nullptr);
   CHECK(fused_conv(f1)->epilogue().text() == "+bias");
 }
@@ -146,23 +117,23 @@ TEST_CASE("conv epilogue: nothing that another node needs is fused away", "[opti
   Var b = input(t, {1, 4, 1, 1}, "b"), r = input(t, {2, 4, 6, 6}, "r");
   Var c = conv2d(x, w);
   SECTION("the convolution is also an output: nothing fuses") {
-    Function f = compile({x, w, b}, {relu(c + b), c}, only("cpu.corrmm"));
+    Function f = compile({x, w, b}, {relu(c + b), c}, only_algorithm("cpu.corrmm"));
     CHECK(fused_conv(f) == nullptr);
   }
   SECTION("the pre-activation is also an output: bias fuses, relu does not") {
     Var pre = c + b;
-    Function f = compile({x, w, b}, {relu(pre), pre}, only("cpu.corrmm"));
+    Function f = compile({x, w, b}, {relu(pre), pre}, only_algorithm("cpu.corrmm"));
     REQUIRE(fused_conv(f) != nullptr);
     CHECK(fused_conv(f)->epilogue().text() == "+bias");
   }
   SECTION("a residual before the bias: the residual fuses, the bias stays a node") {
-    Function f = compile({x, w, b, r}, {relu((c + r) + b)}, only("cpu.corrmm"));
+    Function f = compile({x, w, b, r}, {relu((c + r) + b)}, only_algorithm("cpu.corrmm"));
     REQUIRE(fused_conv(f) != nullptr);
     CHECK(fused_conv(f)->epilogue().text() == "+residual");
   }
   SECTION("an add that broadcasts the convolution is not an epilogue") {
     Var big = input(t, {3, 2, 4, 6, 6}, "big");
-    Function f = compile({x, w, big}, {c + big}, only("cpu.corrmm"));
+    Function f = compile({x, w, big}, {c + big}, only_algorithm("cpu.corrmm"));
     CHECK(fused_conv(f) == nullptr);
   }
 }
@@ -179,8 +150,8 @@ TEST_CASE("conv epilogue: a training step fuses the forward convolutions and kee
   std::vector<Var> outs{loss};
   for (const Var& g : grad(loss, params)) outs.push_back(g);
   const std::vector<Var> ins{x, w1, w2, b1, b2};
-  Function fused = compile(ins, outs, only("cpu.corrmm"));
-  Function unfused = compile(ins, outs, only("cpu.corrmm").excluding("conv_epilogue_fusion"));
+  Function fused = compile(ins, outs, only_algorithm("cpu.corrmm"));
+  Function unfused = compile(ins, outs, only_algorithm("cpu.corrmm").excluding("conv_epilogue_fusion"));
   int n_fused = 0;
   for (const auto& v : fused.graph().toposort())
     if (const ConvImplOp* c = as_conv_impl(v); c && !c->epilogue().empty()) ++n_fused;
@@ -205,7 +176,7 @@ TEST_CASE("conv epilogue: DebugMode checks a fused convolution against the refer
   REQUIRE(fused_conv(f) != nullptr);
   const std::vector<Tensor> args{noise(t, {2, 3, 8, 8}, 1), noise(t, {4, 3, 3, 3}, 2), noise(t, {1, 4, 1, 1}, 3),
                                  noise(t, {2, 4, 8, 8}, 4)};
-  Function ref = compile({x, w, b, r}, {y}, only("cpu.reference").excluding("conv_epilogue_fusion"));
+  Function ref = compile({x, w, b, r}, {y}, only_algorithm("cpu.reference").excluding("conv_epilogue_fusion"));
   const Tensor got = f(args)[0], want = ref(args)[0];
   const auto g = got.to_vector(), e = want.to_vector();
   double worst = 0;
@@ -216,7 +187,7 @@ TEST_CASE("conv epilogue: DebugMode checks a fused convolution against the refer
 TEST_CASE("conv epilogue: a fused op with wrong epilogue inputs is a clear error", "[optimizer][conv_epilogue]") {
   const DType t = DType::float32;
   Var x = input(t, {2, 3, 8, 8}, "x"), w = input(t, {4, 3, 3, 3}, "w"), b = input(t, {1, 4, 1, 1}, "b");
-  Function f = compile({x, w, b}, {relu(conv2d(x, w) + b)}, only("cpu.corrmm"));
+  Function f = compile({x, w, b}, {relu(conv2d(x, w) + b)}, only_algorithm("cpu.corrmm"));
   const ConvImplOp* conv = fused_conv(f);
   REQUIRE(conv != nullptr);
   const TensorType xt{t, {2, 3, 8, 8}}, wt{t, {4, 3, 3, 3}};
@@ -226,7 +197,7 @@ TEST_CASE("conv epilogue: a fused op with wrong epilogue inputs is a clear error
   CHECK(conv->infer({xt, wt, TensorType{t, {4}}}).shape == Shape{2, 4, 6, 6});
   CHECK_THROWS_AS(conv->infer({xt, wt}), TypeError);
   // Only a forward convolution takes an epilogue.
-  Function g = compile({x, w}, grad(sum(conv2d(x, w)), std::vector<Var>{w}), only("cpu.corrmm"));
+  Function g = compile({x, w}, grad(sum(conv2d(x, w)), std::vector<Var>{w}), only_algorithm("cpu.corrmm"));
   int checked = 0;
   for (const auto& v : g.graph().toposort())
     if (const ConvImplOp* c = as_conv_impl(v); c && c->direction() != ConvDirection::forward) {
@@ -241,8 +212,8 @@ TEST_CASE("conv epilogue: bias_add fuses like a broadcast add", "[optimizer][con
     INFO(dtype_name(t));
     Var x = input(t, {2, 3, 8, 8}, "x"), w = input(t, {4, 3, 3, 3}, "w"), b = input(t, {4}, "b");
     Var y = relu(bias_add(conv2d(x, w, {.border_mode = "half"}), b));
-    Function f = compile({x, w, b}, {y}, only("cpu.direct"));
-    Function u = compile({x, w, b}, {y}, only("cpu.direct").excluding("conv_epilogue_fusion"));
+    Function f = compile({x, w, b}, {y}, only_algorithm("cpu.direct"));
+    Function u = compile({x, w, b}, {y}, only_algorithm("cpu.direct").excluding("conv_epilogue_fusion"));
     REQUIRE(fused_conv(f) != nullptr);
     CHECK(fused_conv(f)->epilogue().text() == "+bias+relu");
     const std::vector<Tensor> args{noise(t, {2, 3, 8, 8}, 1), noise(t, {4, 3, 3, 3}, 2), noise(t, {4}, 3)};
@@ -258,8 +229,8 @@ TEST_CASE("conv epilogue: inference batch norm folds into the convolution", "[op
         var = input(t, {6}, "var");
     Var y = relu(batch_norm_infer(conv2d(x, w, {.border_mode = "half"}), gamma, beta, mu, var, 1e-3));
     const std::vector<Var> ins{x, w, gamma, beta, mu, var};
-    Function folded = compile(ins, {y}, only("cpu.corrmm"));
-    Function plain = compile(ins, {y}, only("cpu.corrmm").excluding("conv_fusion"));
+    Function folded = compile(ins, {y}, only_algorithm("cpu.corrmm"));
+    Function plain = compile(ins, {y}, only_algorithm("cpu.corrmm").excluding("conv_fusion"));
     REQUIRE(fused_conv(folded) != nullptr);
     CHECK(fused_conv(folded)->epilogue().text() == "+bias+relu");
     CHECK_THAT(folded.describe(), !Contains("batch_norm"));
@@ -281,7 +252,7 @@ TEST_CASE("conv epilogue: inference batch norm folds into the convolution", "[op
     Var x = input(t, {2, 3, 9, 9}, "x"), w = input(t, {6, 3, 3, 3}, "w");
     Var g = input(t, {6}, "g"), b = input(t, {6}, "b"), m = input(t, {6}, "m"), v = input(t, {6}, "v");
     Var c = conv2d(x, w);
-    Function f = compile({x, w, g, b, m, v}, {batch_norm_infer(c, g, b, m, v), c}, only("cpu.corrmm"));
+    Function f = compile({x, w, g, b, m, v}, {batch_norm_infer(c, g, b, m, v), c}, only_algorithm("cpu.corrmm"));
     CHECK_THAT(f.describe(), Contains("batch_norm"));
   }
 }

@@ -14,24 +14,15 @@
 #include <limits>
 
 #include "ops/fused_elementwise.hpp"
+#include "support/graph_fixtures.hpp"
 
 using namespace convgraph;
+using convgraph::testing::noise;
 using Catch::Contains;
 
 namespace {
 
 const Mode kUnfused = Mode::fast_run().excluding("fusion");
-
-Tensor noise(DType t, Shape s, unsigned seed, double lo = -2, double hi = 2) {
-  Tensor x(t, std::move(s));
-  std::uint64_t state = 0x9E3779B97F4A7C15ull * (seed + 1);
-  for (std::int64_t i = 0; i < x.numel(); ++i) {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    const double u = static_cast<double>(state >> 11) / 9007199254740992.0;
-    x.set(i, lo + (hi - lo) * u);
-  }
-  return x;
-}
 
 int count_ops(const Function& f, const std::string& name = {}) {
   int n = 0;
