@@ -323,7 +323,7 @@ void check_at(fuzz::Input& in, const Tensor& t, const Model& m) {
   i64 flat = 0;
   for (std::size_t i = 0; inside && i < idx.size(); ++i) {
     inside = idx[i] >= 0 && idx[i] < m.shape[i];
-    flat = flat * m.shape[i] + idx[i];
+    if (inside) flat = flat * m.shape[i] + idx[i];  // an index outside may be near INT64_MAX
   }
   try {
     T v{};
