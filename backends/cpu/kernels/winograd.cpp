@@ -53,7 +53,13 @@ using v16i = int __attribute__((vector_size(64)));
 constexpr int kAlpha = 6;         // input tile 6x6
 constexpr int kE = kAlpha * kAlpha;
 constexpr int kMR = 6;            // GEMM register block: kMR output channels ...
-constexpr int kNV = 4;            // ... times kNV vectors (64 tiles)
+#if CONVGRAPH_ISA_AVX512
+constexpr int kNV = 4;            // ... times kNV vectors (64 tiles): 24 of 32 zmm registers
+#else
+// ... times one vector of 16 tiles: 12 ymm accumulators of 16, as sgemm's AVX2 6x16 block.
+// (AVX-512's wider blocks would need 48 ymm registers: the spills made the GEMM 14x slower.)
+constexpr int kNV = 1;
+#endif
 constexpr int kChunkKb = 4;       // output channels per GEMM + output-transform pass: 4 * kMR
 
 inline v16 load(const float* p) { v16 v; std::memcpy(&v, p, sizeof v); return v; }
@@ -370,23 +376,35 @@ void input_row(const float* plane, const Job& j, i64 ty, LineCache& cache, float
 
 // NB consecutive packed row blocks (NB * kMR output channels) times NV vectors of tiles:
 // narrow tile blocks (small images) take more rows so there are always >= 18 accumulators.
+// The accumulators are the level's native vectors (kVL floats): GCC lowers a 16-float
+// generic vector below AVX-512 through the stack, which made this loop 4x slower on AVX2.
+#if CONVGRAPH_ISA_AVX512
+constexpr int kVL = 16;
+#elif CONVGRAPH_ISA_AVX2
+constexpr int kVL = 8;
+#else
+constexpr int kVL = 4;
+#endif
+using vnat = float __attribute__((vector_size(kVL * sizeof(float))));
+
 template <int NB, int NV>
 inline void kernel(i64 Ci, const float* __restrict u, const float* __restrict v, i64 ts, float* __restrict m) {
-  v16 acc[NB * kMR][NV];
+  constexpr int NC = NV * 16 / kVL;  // native vectors per row of the block
+  vnat acc[NB * kMR][NC];
   for (int r = 0; r < NB * kMR; ++r)
-    for (int c = 0; c < NV; ++c) acc[r][c] = v16{};
+    for (int c = 0; c < NC; ++c) acc[r][c] = vnat{};
   const i64 ub = Ci * kMR;  // stride between packed row blocks
   for (i64 ci = 0; ci < Ci; ++ci) {
-    v16 b[NV];
-    for (int c = 0; c < NV; ++c) b[c] = load(v + ci * ts + 16 * c);
+    vnat b[NC];
+    for (int c = 0; c < NC; ++c) std::memcpy(&b[c], v + ci * ts + kVL * c, sizeof(vnat));
 #pragma GCC unroll 24
     for (int r = 0; r < NB * kMR; ++r) {
       const float a = u[(r / kMR) * ub + ci * kMR + r % kMR];
-      for (int c = 0; c < NV; ++c) acc[r][c] += a * b[c];
+      for (int c = 0; c < NC; ++c) acc[r][c] += a * b[c];
     }
   }
   for (int r = 0; r < NB * kMR; ++r)
-    for (int c = 0; c < NV; ++c) store(m + r * ts + 16 * c, acc[r][c]);
+    for (int c = 0; c < NC; ++c) std::memcpy(m + r * ts + kVL * c, &acc[r][c], sizeof(vnat));
 }
 
 template <int NB>
@@ -394,9 +412,11 @@ void gemm_cols(const Job& j, const float* u, const float* Ve, float* m, i64 nvec
   i64 v = 0;
   if constexpr (NB == 1) {
     for (; v + kNV <= nvec; v += kNV) kernel<1, kNV>(j.Ci, u, Ve + 16 * v, j.ts, m + 16 * v);
-    if (nvec - v == 3) kernel<1, 3>(j.Ci, u, Ve + 16 * v, j.ts, m + 16 * v);
-    if (nvec - v == 2) kernel<1, 2>(j.Ci, u, Ve + 16 * v, j.ts, m + 16 * v);
-    if (nvec - v == 1) kernel<1, 1>(j.Ci, u, Ve + 16 * v, j.ts, m + 16 * v);
+    if constexpr (kNV > 1) {
+      if (nvec - v == 3) kernel<1, 3>(j.Ci, u, Ve + 16 * v, j.ts, m + 16 * v);
+      if (nvec - v == 2) kernel<1, 2>(j.Ci, u, Ve + 16 * v, j.ts, m + 16 * v);
+      if (nvec - v == 1) kernel<1, 1>(j.Ci, u, Ve + 16 * v, j.ts, m + 16 * v);
+    }
   } else {
     constexpr int NV = NB == 2 ? 2 : 1;  // gemm_e picks NB so that nvec == NV here
     kernel<NB, NV>(j.Ci, u, Ve, j.ts, m);
@@ -406,7 +426,8 @@ void gemm_cols(const Job& j, const float* u, const float* Ve, float* m, i64 nvec
 /// Row blocks [kb0, kb1) of M_e; M_e's row 0 is output channel kb0 * kMR.
 void gemm_e(const Job& j, const float* Ue, const float* Ve, float* Me, i64 kb0, i64 kb1) {
   const i64 nvec = j.tbp / 16;
-  const int nb = nvec >= 3 ? 1 : nvec == 2 ? 2 : 4;
+  // Narrow tile blocks take more rows, where the registers allow (AVX-512 only).
+  const int nb = kNV == 1 || nvec >= 3 ? 1 : nvec == 2 ? 2 : 4;
   i64 kb = kb0;
   auto at = [&](i64 b, auto tag) {
     constexpr int NB = decltype(tag)::value;
