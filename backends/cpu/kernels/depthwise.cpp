@@ -30,15 +30,22 @@
 namespace convgraph::cpu::CONVGRAPH_ISA_NS {
 namespace {
 
-// GCC vector extensions: one 512-bit register per vector with AVX-512, split into narrower
-// registers on other builds (a vector_size attribute on a template parameter is ignored, so
-// the two types are spelled out).
-using VecF = float __attribute__((vector_size(64)));
-using VecD = double __attribute__((vector_size(64)));
+// GCC vector extensions of the level's register width (a vector_size attribute on a
+// template parameter is ignored, so the two types are spelled out). A generic vector wider
+// than the registers is lowered through the stack: 64-byte vectors made AVX2 5x slower.
+#if CONVGRAPH_ISA_AVX512
+inline constexpr int kVecBytes = 64;
+#elif CONVGRAPH_ISA_AVX2
+inline constexpr int kVecBytes = 32;
+#else
+inline constexpr int kVecBytes = 16;
+#endif
+using VecF = float __attribute__((vector_size(kVecBytes)));
+using VecD = double __attribute__((vector_size(kVecBytes)));
 template <class T>
 using Vec = std::conditional_t<std::is_same_v<T, float>, VecF, VecD>;
 template <class T>
-inline constexpr i64 kVL = static_cast<i64>(64 / sizeof(T));  // lanes per vector
+inline constexpr i64 kVL = static_cast<i64>(kVecBytes / sizeof(T));  // lanes per vector
 
 template <class T>
 inline void load(Vec<T>& v, const T* p) { std::memcpy(&v, p, sizeof(v)); }
