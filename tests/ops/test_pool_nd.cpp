@@ -8,6 +8,7 @@
 #include <convgraph/convgraph.hpp>
 
 #include "convgraph/backends/cpu/cpu_isa.hpp"
+#include "ops/pool_internal.hpp"
 #include "support/conv_cases.hpp"  // runnable_cpu_levels
 #include "support/pool_reference.hpp"
 #include <cstring>
@@ -302,6 +303,11 @@ TEST_CASE("pool nd: float32 vector paths at every CPU level: ties, signed zeros,
       {{3, 70}, options({2}, {}, {}, true)},                       // 1-D
       {{2, 2, 5, 6, 34}, options({2, 2, 2}, {}, {}, true)},        // 3-D
       {{1, 2, 5, 5, 17}, options({3, 3, 3}, {2, 2, 2}, {1, 1, 1}, true)},
+      // 2x2 windows tiling the planes: one stream of half-vector chunks, paired across rows
+      {{1, 3, 2, 24}, options({2, 2}, {}, {}, true)},              // an odd number of chunks: a lone last one
+      {{2, 3, 4, 48}, options({2, 2}, {}, {}, true)},              // several chunks a row, pairs across rows
+      {{5, 2, 16}, options({2, 2}, {}, {}, true)},                 // one output row a plane
+      {{3, 1, 6, 8}, options({2, 2}, {}, {}, false)},              // ceil mode that tiles exactly
   };
   int checked = 0;
   for (CpuIsa level : convgraph::testing::runnable_cpu_levels()) {
@@ -355,6 +361,39 @@ TEST_CASE("pool nd: float32 vector paths at every CPU level: ties, signed zeros,
       }
   }
   CHECK(checked >= 20);
+}
+
+TEST_CASE("pool nd: relu's fused gradient on the 2x2 stream at every CPU level, same bits as unfused",
+          "[ops][pool][isa]") {
+  // The fused op masks gy where its window's maximum is not > 0 (NaN, zeros of both signs,
+  // negatives); it must give exactly where(x > 0, max_pool_grad, 0).
+  for (CpuIsa level : convgraph::testing::runnable_cpu_levels()) {
+    ScopedCpuIsa scope(level);
+    std::mt19937 rng(83);
+    for (const Shape& shape : {Shape{1, 3, 2, 24}, Shape{2, 3, 4, 48}, Shape{3, 4, 8, 8}}) {
+      INFO(cpu_isa_name(level) << " " << shape_to_string(shape));
+      const PoolOptions o = options({2, 2}, {}, {}, true);
+      Tensor x(DType::float64, shape);
+      for (std::int64_t i = 0; i < x.numel(); ++i) {
+        const unsigned r = static_cast<unsigned>(rng() % 5);
+        x.set(i, rng() % 29 == 0 ? NAN : r == 0 ? -0.0 : double(r) - 2.0);
+      }
+      const Shape ys = pooled_shape(shape, o);
+      const Tensor xf = x.astype(DType::float32), gy = distinct_tensor(ys, 84).astype(DType::float32);
+      detail::PoolParams p = detail::PoolParams::from("max_pool2d", o, detail::PoolMode::max, 2);
+      p.relu_grad = true;
+      Var vx = input(DType::float32, shape), vg = input(DType::float32, ys);
+      const Var plain = max_pool_grad(vx, vg, o);
+      const Tensor fused = compile({vx, vg}, {detail::pool_grad(p, vx, vg)})({xf, gy})[0];
+      const Tensor want = compile({vx, vg}, {where(vx > 0.0, plain, zeros_like(plain))},
+                                  Mode::fast_run().excluding("grad_fusion"))({xf, gy})[0];
+      const std::vector<double> a = fused.astype(DType::float64).to_vector(),
+                                b = want.astype(DType::float64).to_vector();
+      bool same = a.size() == b.size();
+      for (std::size_t i = 0; same && i < a.size(); ++i) same = std::memcmp(&a[i], &b[i], sizeof(double)) == 0;
+      CHECK(same);
+    }
+  }
 }
 
 TEST_CASE("pool nd: gradients pass verify_grad in 1-D and 3-D", "[ops][pool][grad]") {

@@ -178,10 +178,16 @@ inline vf veven(vf a, vf b) {
 inline vf vodd(vf a, vf b) {
   return _mm512_permutex2var_ps(a, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), b);
 }
+/// The even / odd columns in a lane order of the level's choosing, the same for every
+/// call (folds are lane-wise); vsplit_order puts a folded result in column order.
+inline vf veven_split(vf a, vf b) { return veven(a, b); }
+inline vf vodd_split(vf a, vf b) { return vodd(a, b); }
+inline vf vsplit_order(vf v) { return v; }
 inline void vzip(vf e, vf o, vf& lo, vf& hi) {
   lo = _mm512_permutex2var_ps(e, _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23), o);
   hi = _mm512_permutex2var_ps(e, _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31), o);
 }
+inline void vzip_split(vf e, vf o, vf& lo, vf& hi) { vzip(e, o, lo, hi); }
 #else
 #if CONVGRAPH_ISA_AVX2
 constexpr int kV = 8;
@@ -204,10 +210,20 @@ inline vf veven(vf a, vf b) {
 inline vf vodd(vf a, vf b) {
   return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
 }
+// Without the permute: columns [0 1 4 5 2 3 6 7]; a window fold permutes once at its end
+// rather than twice per column pair (the permute crosses lanes: it was the hot spot).
+inline vf veven_split(vf a, vf b) { return _mm256_shuffle_ps(a, b, 0x88); }
+inline vf vodd_split(vf a, vf b) { return _mm256_shuffle_ps(a, b, 0xDD); }
+inline vf vsplit_order(vf v) { return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), 0xD8)); }
 inline void vzip(vf e, vf o, vf& lo, vf& hi) {
   const vf u0 = _mm256_unpacklo_ps(e, o), u1 = _mm256_unpackhi_ps(e, o);
   lo = _mm256_permute2f128_ps(u0, u1, 0x20);
   hi = _mm256_permute2f128_ps(u0, u1, 0x31);
+}
+/// vzip of even and odd columns in the split order: the in-lane unpacks alone.
+inline void vzip_split(vf e, vf o, vf& lo, vf& hi) {
+  lo = _mm256_unpacklo_ps(e, o);
+  hi = _mm256_unpackhi_ps(e, o);
 }
 #else
 constexpr int kV = 4;
@@ -223,12 +239,24 @@ inline vf vsel(vf m, vf a, vf b) { return _mm_or_ps(_mm_and_ps(m, a), _mm_andnot
 inline vf vreplaces(vf m, vf v) { return _mm_and_ps(_mm_cmpord_ps(m, m), _mm_cmpnle_ps(v, m)); }
 inline vf veven(vf a, vf b) { return _mm_shuffle_ps(a, b, 0x88); }
 inline vf vodd(vf a, vf b) { return _mm_shuffle_ps(a, b, 0xDD); }
+inline vf veven_split(vf a, vf b) { return veven(a, b); }
+inline vf vodd_split(vf a, vf b) { return vodd(a, b); }
+inline vf vsplit_order(vf v) { return v; }
 inline void vzip(vf e, vf o, vf& lo, vf& hi) {
   lo = _mm_unpacklo_ps(e, o);
   hi = _mm_unpackhi_ps(e, o);
 }
+inline void vzip_split(vf e, vf o, vf& lo, vf& hi) { vzip(e, o, lo, hi); }
 #endif
 using vmask = vf;
+#if CONVGRAPH_ISA_AVX2
+/// Lanes [0, n) of p, zeros above; a masked load (a load staged through the stack after
+/// scalar stores cannot be forwarded and stalls: it was most of w3 s2's time).
+inline vf vload(const float* p, int n) {
+  if (n == kV) return vload_full(p);
+  return _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+}
+#else
 // Partial vectors go through a buffer on the stack.
 inline vf vload(const float* p, int n) {
   if (n == kV) return vload_full(p);
@@ -236,6 +264,7 @@ inline vf vload(const float* p, int n) {
   for (int i = 0; i < n; ++i) b[i] = p[i];
   return vload_full(b);
 }
+#endif
 inline void vstore(float* p, vf v, int n) {
   if (n == kV) return vstore_full(p, v);
   alignas(64) float b[kV];
@@ -289,11 +318,15 @@ template <int S, int KW, bool Max, bool Codes>
           const int len = 2 * n - (i + 1 < k ? 0 : 1);  // read no further than the last window
           const vf lo = vload(base + i, len < kV ? len : kV);
           const vf hi = len > kV ? vload(base + i + kV, len - kV) : vset(0.0f);
-          col(veven(lo, hi), i);
-          if (i + 1 < k) col(vodd(lo, hi), i + 1);
+          col(veven_split(lo, hi), i);
+          if (i + 1 < k) col(vodd_split(lo, hi), i + 1);
         }
       }
       fold(m, a, rm, ra, r == 0);
+    }
+    if constexpr (S == 2) {
+      m = vsplit_order(m);
+      if constexpr (Codes) a = vsplit_order(a);
     }
     if constexpr (Codes) {
       vstore_full(best + j, m);
@@ -875,6 +908,108 @@ void max_grad_row_disjoint(const Plan<T>& c, const T* x, const T* gy, T* gx, con
     }
 }
 
+// ---- float32 2x2 windows of stride 2 tiling the planes exactly (no padding, even sizes):
+// output row R reads input rows 2R and 2R + 1, so the output is one contiguous stream of
+// half-vector chunks (kV / 2 outputs, from one full vector of each input row). Two chunks,
+// possibly of different rows, fill a vector: small planes (8x8) take whole vectors instead
+// of a partial one per row, and there is no per-row window bookkeeping. The window is folded
+// in the order of fold_interior (each row's two columns, then the rows), so maxima, codes,
+// NaNs and sums are bitwise those of the general path.
+
+/// Whether the plan takes the quad stream (ow a whole number of chunks).
+bool pool_quad_stream(const Plan<float>& c) {
+  return c.tiles && c.p.window[0] == 1 && c.p.window[1] == 2 && c.k == 2 && c.g.ow % (kV / 2) == 0;
+}
+
+/// Calls fn(t, in, pair) for the chunks [r0 * cpr, r1 * cpr) in pairs (chunk t and t + 1,
+/// or t alone at an odd end: pair false); in[0..1]: the first and second chunk's offsets in
+/// the upper input row (the lower row is g.w further on).
+template <class F>
+void pool_quad_chunks(const PoolGeometry& g, std::int64_t r0, std::int64_t r1, F&& fn) {
+  const std::int64_t cpr = g.ow / (kV / 2), end = r1 * cpr;
+  std::int64_t row = r0, q = 0;
+  auto offset = [&] { return 2 * row * g.w + q * kV; };
+  auto step = [&] {
+    if (++q == cpr) q = 0, ++row;
+  };
+  for (std::int64_t t = r0 * cpr; t < end; t += 2) {
+    std::int64_t in[2];
+    in[0] = offset();
+    step();
+    const bool pair = t + 1 < end;
+    in[1] = pair ? offset() : in[0];
+    if (pair) step();
+    fn(t, in, pair);
+  }
+}
+
+/// The window rows' values of chunk pair `in`: ev[r], od[r] the even and odd columns of
+/// window row r, kV windows (the first chunk's in the low half), in the split order.
+inline void pool_quad_load(const float* x, const std::int64_t* in, std::int64_t w, vf* ev, vf* od) {
+  for (int r = 0; r < 2; ++r) {
+    const vf a = vload_full(x + in[0] + r * w), b = vload_full(x + in[1] + r * w);
+    ev[r] = veven_split(a, b);
+    od[r] = vodd_split(a, b);
+  }
+}
+
+/// Stores the first (pair false) or both chunks of v at out.
+inline void pool_quad_store(float* out, vf v, bool pair) { vstore(out, v, pair ? kV : kV / 2); }
+
+void pool_quad_forward(const Plan<float>& c, const float* x, float* y, std::int64_t r0, std::int64_t r1) {
+  const bool max = c.p.mode == PoolMode::max;
+  const vf scale = vset(static_cast<float>(1.0 / static_cast<double>(c.dspans[0].count * c.hspans[0].count)) *
+                        c.inv[0]);
+  pool_quad_chunks(c.g, r0, r1, [&](std::int64_t t, const std::int64_t* in, bool pair) {
+    vf ev[2], od[2];
+    pool_quad_load(x, in, c.g.w, ev, od);
+    vf m;
+    if (max) {
+      const vf m0 = vsel(vreplaces(ev[0], od[0]), od[0], ev[0]), m1 = vsel(vreplaces(ev[1], od[1]), od[1], ev[1]);
+      m = vsel(vreplaces(m0, m1), m1, m0);
+    } else {
+      m = vmul(vadd(vadd(ev[0], od[0]), vadd(ev[1], od[1])), scale);
+    }
+    pool_quad_store(y + t * (kV / 2), vsplit_order(m), pair);
+  });
+}
+
+/// gx, every element written once: max puts gy at its window's first maximum (relu_grad:
+/// only where that maximum is > 0), avg spreads gy / 4.
+void pool_quad_backward(const Plan<float>& c, const float* x, const float* gy, float* gx, std::int64_t r0,
+                        std::int64_t r1) {
+  const std::int64_t w = c.g.w;
+  const bool max = c.p.mode == PoolMode::max, relu = c.p.relu_grad;
+  const vf scale = vset(static_cast<float>(1.0 / static_cast<double>(c.dspans[0].count * c.hspans[0].count)) *
+                        c.inv[0]);
+  const vf zero = vset(0.0f), c1 = vset(1.0f), c2 = vset(2.0f), c3 = vset(3.0f);
+  pool_quad_chunks(c.g, r0, r1, [&](std::int64_t t, const std::int64_t* in, bool pair) {
+    vf g = vsplit_order(vload(gy + t * (kV / 2), pair ? kV : kV / 2));  // its own inverse
+    vf lo[2], hi[2];
+    if (max) {
+      vf ev[2], od[2];
+      pool_quad_load(x, in, w, ev, od);
+      // Codes 0..3: the window's cells in row-major order.
+      const vmask u0 = vreplaces(ev[0], od[0]), u1 = vreplaces(ev[1], od[1]);
+      const vf m0 = vsel(u0, od[0], ev[0]), m1 = vsel(u1, od[1], ev[1]);
+      const vmask u = vreplaces(m0, m1);
+      const vf code = vsel(u, vsel(u1, c3, c2), vsel(u0, c1, zero));
+      if (relu) g = vsel(vgt0(vsel(u, m1, m0)), g, zero);
+      vzip_split(vsel(veq(code, zero), g, zero), vsel(veq(code, c1), g, zero), lo[0], hi[0]);
+      vzip_split(vsel(veq(code, c2), g, zero), vsel(veq(code, c3), g, zero), lo[1], hi[1]);
+    } else {
+      g = vmul(g, scale);
+      vzip_split(g, g, lo[0], hi[0]);
+      lo[1] = lo[0];
+      hi[1] = hi[0];
+    }
+    for (int r = 0; r < 2; ++r) {
+      vstore_full(gx + in[0] + r * w, lo[r]);
+      if (pair) vstore_full(gx + in[1] + r * w, hi[r]);
+    }
+  });
+}
+
 }  // namespace
 
 void pool_rows(const PoolParams& p, const PoolGeometry& g, DType t, const void* x, void* y, std::int64_t r0,
@@ -882,6 +1017,10 @@ void pool_rows(const PoolParams& p, const PoolGeometry& g, DType t, const void* 
   dispatch_numeric(t, "pool", [&](auto z) {
     using T = decltype(z);
     const Plan<T> c(p, g);
+    if constexpr (std::is_same_v<T, float>) {
+      if (pool_quad_stream(c))
+        return pool_quad_forward(c, static_cast<const float*>(x), static_cast<float*>(y), r0, r1);
+    }
     dispatch_columns(c, [&]<int KW, int SW>() {
       Cursor cur(g, r0);
       for (std::int64_t row = r0; row < r1; ++row, cur.next(g))
@@ -895,6 +1034,11 @@ void pool_grad_rows(const PoolParams& p, const PoolGeometry& g, DType t, const v
   dispatch_numeric(t, "pool_grad", [&](auto z) {
     using T = decltype(z);
     const Plan<T> c(p, g);
+    if constexpr (std::is_same_v<T, float>) {
+      if (pool_quad_stream(c))
+        return pool_quad_backward(c, static_cast<const float*>(x), static_cast<const float*>(gy),
+                                  static_cast<float*>(gx), r0, r1);
+    }
     if (p.mode == PoolMode::max && c.s >= c.k && (g.ow >= 8 || c.vec)) {
       // No window shares an input element (the caller checked depth and rows). Rows of
       // fewer than 8 windows keep the loop below: the compiler leaves the code search
