@@ -47,7 +47,7 @@ class DirectAlgorithm final : public ConvAlgorithm {
       // Destination channels go in the level's register blocks (kernels/direct_kvec.cpp's
       // kL, kMaxNK, kAcc), zero-padded to whole vectors.
       const bool w512 = active_cpu_isa() == CpuIsa::avx512, w256 = active_cpu_isa() == CpuIsa::avx2;
-      const KvecShape sh = kvec_shape(pl.ndst, w512 ? 16 : w256 ? 8 : 4, w512 ? 4 : 2, w512 ? 24 : 12);
+      const KvecShape sh = kvec_shape(pl.ndst, w512 ? 16 : w256 ? 8 : 4, w512 || w256 ? 4 : 2, w512 ? 24 : 12);
       const double lanes = static_cast<double>(pl.ndst) / static_cast<double>(sh.padded());
       // Forward and grad inputs store every output through an L1 transpose (about the
       // cost of 128 reduction steps); grad weights transposes dy once per chunk instead.

@@ -38,22 +38,25 @@ inline constexpr i64 kKvecMaxTileRows = 24;
 /// alternate reduction steps (taps, or pixels for grad weights) into separate accumulators,
 /// so few channels keep enough independent FMAs in flight while a tile's rows (each a
 /// source pointer) still fit the general registers: AVX-512 has 8 pixels x 16 channels x 3,
-/// 6 x 32 x 2, 8 x 48 and 6 x 64. More channels are split into blocks of equal width (80
-/// channels: two blocks of 48, not 64 + 16).
+/// 6 x 32 x 2, 8 x 48 and 6 x 64; AVX2 6 x 16, 4 x 24 and 3 x 32. More channels are split
+/// into blocks of equal width (80 channels: two blocks of 48, not 64 + 16).
 struct KvecShape {
   i64 lanes = 16, vectors = 1, rows = 8, split = 1, blocks = 1;
   i64 block() const { return lanes * vectors; }
   i64 padded() const { return blocks * block(); }  ///< channels including the zero lanes
 };
 /// lanes / max_vectors / accumulators per level: 16 / 4 / 24 (AVX-512, 32 registers),
-/// 8 / 2 / 12 (AVX2) and 4 / 2 / 12 (baseline SSE, 16 registers).
+/// 8 / 4 / 12 (AVX2) and 4 / 2 / 12 (baseline SSE, 16 registers). Rows: 8 or 6 where they
+/// fill the accumulators, else as many as do (4 x 3 and 3 x 4 of 12).
 inline KvecShape kvec_shape(i64 ndst, i64 lanes, i64 max_vectors, i64 accumulators) {
   KvecShape s;
   s.lanes = lanes;
   const i64 nvec = (ndst + lanes - 1) / lanes;
   s.blocks = (nvec + max_vectors - 1) / max_vectors;
   s.vectors = (nvec + s.blocks - 1) / s.blocks;
-  s.rows = accumulators % (8 * s.vectors) == 0 ? 8 : 6;
+  s.rows = accumulators % (8 * s.vectors) == 0   ? 8
+           : accumulators % (6 * s.vectors) == 0 ? 6
+                                                 : accumulators / s.vectors;
   s.split = accumulators / (s.rows * s.vectors);
   return s;
 }

@@ -33,24 +33,30 @@ namespace {
 
 // Register blocks per level (direct_kvec.hpp's kvec_shape): kAcc accumulators of kL floats
 // (24 of 32 registers with AVX-512, 12 of 16 below) as rows x vectors, plus the vectors'
-// weights and a broadcast. Every shape comes from the one template below.
+// weights and a broadcast (for 3 x 4 the compiler reads the fourth vector from memory).
+// Every shape comes from the one template below. AVX2 takes up to 4 vectors (32 channels)
+// like AVX-512: on Zen 3, 3 x 4 and 4 x 3 blocks halve the work units (and their source
+// re-reads and pixel set-up) of 6 x 2 and waste fewer lanes on 24 or 48 channels.
 #if CONVGRAPH_ISA_AVX512
 constexpr int kL = 16, kMaxNK = 4;
 #elif CONVGRAPH_ISA_AVX2
-constexpr int kL = 8, kMaxNK = 2;
+constexpr int kL = 8, kMaxNK = 4;
 #else
 constexpr int kL = 4, kMaxNK = 2;
 #endif
-constexpr int kAcc = kMaxNK == 4 ? 24 : 12;
+constexpr int kAcc = kL == 16 ? 24 : 12;
 constexpr int kMaxP = 8;          // rows of a tile at most
-constexpr int kTiles = 8;         // tiles per work unit, sharing each weight chunk in L1
+// Tiles per work unit, sharing each weight chunk in L1: 12 KiB of partial sums at every
+// level (8 tiles of AVX-512, 32 of AVX2), so a unit stores runs of 48-96 pixels per
+// channel whatever the vector width (8 AVX2 tiles stored runs of 24-48 pixels, slower).
+constexpr int kTiles = 12 * 1024 / static_cast<int>(kAcc * kL * sizeof(float));
 constexpr i64 kChunkBytes = 24 * 1024;  // weights per source-channel chunk (L1)
 constexpr i64 kChunkPages = 32;         // source channels per chunk when planes exceed a page
 constexpr i64 kChunkPixels = 96;        // grad weights: dy pixels transposed at a time (L1)
 using vkf = float __attribute__((vector_size(kL * sizeof(float))));
 static_assert(kKvecMaxBlock % (kL * kMaxNK) == 0 && kKvecMaxTileRows % kMaxP == 0);
-// Below AVX-512 a layer has at least two vectors of channels: one shape (6 x 2) serves.
-static_assert(kMaxNK == 4 || kKvecMinChannels >= 2 * kL);
+// Below AVX-512 a layer has at least two vectors of channels (no 1-vector shape).
+static_assert(kL == 16 || kKvecMinChannels >= 2 * kL);
 
 KvecShape shape_for(i64 ndst) { return kvec_shape(ndst, kL, kMaxNK, kAcc); }
 
@@ -121,6 +127,10 @@ TileFn tile_for(const KvecShape& sh) {
   if (sh.vectors == 2) return &tile<6, 2, 2>;
   if (sh.vectors == 3) return &tile<8, 3, 1>;
   if (sh.vectors == 4) return &tile<6, 4, 1>;
+#elif CONVGRAPH_ISA_AVX2
+  if (sh.vectors == 2) return &tile<6, 2, 1>;
+  if (sh.vectors == 3) return &tile<4, 3, 1>;
+  if (sh.vectors == 4) return &tile<3, 4, 1>;
 #else
   if (sh.vectors == 2) return &tile<6, 2, 1>;
 #endif
@@ -318,7 +328,6 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
     }
   parallel_over(ctx, p.G * nkb * ngroups, [&](i64 begin, i64 end) {
     alignas(64) float acc[kTiles * kAcc * kL];
-    alignas(64) float trans[kTiles * kAcc * kL];
     const float* bases[kTiles * kAcc];
     i64 dst_off[kTiles * kAcc], tap0[kTiles * kAcc], ntap[kTiles * kAcc];
     for (i64 idx = begin; idx < end; ++idx) {
@@ -357,21 +366,20 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
           fn(bases + i * P, wb + tap0[i] * B, tap_off.data() + tap0[i], T, ntap[i], q0, std::min(Q, q0 + qc),
              pl.padded_numel, acc + i * P * B, q0 == 0);
       // Transposed store: each destination channel's pixels are contiguous within an image.
-      // acc's tiles are contiguous: pixel j's channel dd is at j * B + dd. Transposed
-      // in L1 first, so each channel's run goes out as whole vectors: scalar stores
-      // straight into 64 output planes stall on their cache misses.
-      const float* flat = acc;
-      for (i64 j = 0; j < npix; ++j)
-        for (i64 dd = 0; dd < nd; ++dd) trans[dd * unit_pixels + j] = flat[j * B + dd];
+      // acc's tiles are contiguous: pixel j's channel dd is at j * B + dd. One channel at
+      // a time, so the stores run along one output plane (strided loads from L1 are
+      // cheap; stores spread over 16-64 planes stalled on their misses), with no staging
+      // copy and no memcpy call per short run.
       const bool one_image = dst_off[npix - 1] - dst_off[0] == npix - 1;
       for (i64 dd = 0; dd < nd; ++dd) {
         const i64 ch = grp * pl.ndst + d0 + dd;
         float* dc = dst + ch * pl.dst_numel;
-        const float* row = trans + dd * unit_pixels;
+        const float* col = acc + dd;
         if (one_image) {
-          std::memcpy(dc + dst_off[0], row, static_cast<std::size_t>(npix) * sizeof(float));
+          float* run = dc + dst_off[0];
+          for (i64 j = 0; j < npix; ++j) run[j] = col[j * B];
         } else {
-          for (i64 j = 0; j < npix; ++j) dc[dst_off[j]] = row[j];
+          for (i64 j = 0; j < npix; ++j) dc[dst_off[j]] = col[j * B];
         }
         if (pl.grad_inputs || t.epilogue.empty()) continue;
         for (i64 j = 0; j < npix;) {  // the epilogue on each run of one image
