@@ -1,6 +1,7 @@
 // AVX2/FMA kernel family for sgemm: a 6x16 register block (12 ymm accumulators, two B
 // vectors, one broadcast; 15 of the 16 ymm registers). Function-level target attributes
 // keep it available in a portable build; sgemm.cpp picks it at run time.
+#include <algorithm>
 #include <cstdint>
 
 #include <immintrin.h>
@@ -25,8 +26,9 @@ CG_AVX2 inline __m256i lane_mask(int n) {
 }
 
 // The A sliver is k-major (a[k*6 + i], KMAJOR) or row-major with row stride kKC
-// (a[i*kKC + k]), whichever op(A)'s storage gives by a plain copy.
-template <bool KMAJOR>
+// (a[i*kKC + k]), whichever op(A)'s storage gives by a plain copy. NV: B vectors per
+// step, 1 for an edge sliver of at most 8 columns (half the FMAs: N = 147 or 81 ends in one).
+template <bool KMAJOR, int NV>
 CG_AVX2 void kernel_6x16(std::int64_t kc, const float* __restrict a, const float* __restrict b,
                          float* c, std::int64_t ldc, int m, int n, float alpha, float beta,
                          bool first) {
@@ -41,18 +43,42 @@ CG_AVX2 void kernel_6x16(std::int64_t kc, const float* __restrict a, const float
 #pragma GCC unroll 6
   for (int i = 0; i < kMR; ++i)
     if (i < m) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
-#pragma GCC unroll 4
-  for (std::int64_t k = 0; k < kc; ++k) {
-    const __m256 b0 = _mm256_load_ps(b);
-    const __m256 b1 = _mm256_load_ps(b + 8);
+  if constexpr (NV == 1) {
+    // Six accumulators cannot hide the FMA latency: even and odd depth steps go to
+    // separate ones (c0, c1), added at the end.
+    std::int64_t k = 0;
+#pragma GCC unroll 2
+    for (; k + 1 < kc; k += 2) {
+      const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + kNR);
 #pragma GCC unroll 6
-    for (int i = 0; i < kMR; ++i) {
-      const __m256 ai = _mm256_set1_ps(a[i * kRow]);
-      c0[i] = _mm256_fmadd_ps(ai, b0, c0[i]);
-      c1[i] = _mm256_fmadd_ps(ai, b1, c1[i]);
+      for (int i = 0; i < kMR; ++i) {
+        c0[i] = _mm256_fmadd_ps(_mm256_set1_ps(a[i * kRow]), b0, c0[i]);
+        c1[i] = _mm256_fmadd_ps(_mm256_set1_ps(a[i * kRow + kStep]), b1, c1[i]);
+      }
+      a += 2 * kStep;
+      b += 2 * kNR;
     }
-    a += kStep;
-    b += kNR;
+    if (k < kc) {
+      const __m256 b0 = _mm256_load_ps(b);
+#pragma GCC unroll 6
+      for (int i = 0; i < kMR; ++i) c0[i] = _mm256_fmadd_ps(_mm256_set1_ps(a[i * kRow]), b0, c0[i]);
+    }
+#pragma GCC unroll 6
+    for (int i = 0; i < kMR; ++i) c0[i] = _mm256_add_ps(c0[i], c1[i]);
+  } else {
+#pragma GCC unroll 4
+    for (std::int64_t k = 0; k < kc; ++k) {
+      const __m256 b0 = _mm256_load_ps(b);
+      const __m256 b1 = _mm256_load_ps(b + 8);
+#pragma GCC unroll 6
+      for (int i = 0; i < kMR; ++i) {
+        const __m256 ai = _mm256_set1_ps(a[i * kRow]);
+        c0[i] = _mm256_fmadd_ps(ai, b0, c0[i]);
+        c1[i] = _mm256_fmadd_ps(ai, b1, c1[i]);
+      }
+      a += kStep;
+      b += kNR;
+    }
   }
 
   const __m256 va = _mm256_set1_ps(alpha);
@@ -78,12 +104,12 @@ CG_AVX2 void kernel_6x16(std::int64_t kc, const float* __restrict a, const float
       } else {
         if (read_c) {
           const __m256 o0 = _mm256_maskload_ps(cr, k0);
-          const __m256 o1 = _mm256_maskload_ps(cr + 8, k1);
+          const __m256 o1 = NV == 2 ? _mm256_maskload_ps(cr + 8, k1) : _mm256_setzero_ps();
           r0 = first ? _mm256_fmadd_ps(vb, o0, r0) : _mm256_add_ps(o0, r0);
           r1 = first ? _mm256_fmadd_ps(vb, o1, r1) : _mm256_add_ps(o1, r1);
         }
         _mm256_maskstore_ps(cr, k0, r0);
-        _mm256_maskstore_ps(cr + 8, k1, r1);
+        if (NV == 2) _mm256_maskstore_ps(cr + 8, k1, r1);
       }
     }
   }
@@ -95,6 +121,15 @@ CG_AVX2 void pack_a_avx2(const GemmArgs& g, std::int64_t i0, int m, std::int64_t
                          std::int64_t kc, float* dst) {
   if (g.ta) {
     const float* src = g.A + p0 * g.lda + i0;
+    if (m == kMR) {  // six contiguous floats per depth step: one 4-float and one 2-float move
+      for (std::int64_t k = 0; k < kc; ++k) {
+        const float* s = src + k * g.lda;
+        _mm_storeu_ps(dst + k * kMR, _mm_loadu_ps(s));
+        _mm_storel_pi(reinterpret_cast<__m64*>(dst + k * kMR + 4),
+                      _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(s + 4))));
+      }
+      return;
+    }
     for (std::int64_t k = 0; k < kc; ++k) {
       for (int i = 0; i < m; ++i) dst[k * kMR + i] = src[k * g.lda + i];
       for (int i = m; i < kMR; ++i) dst[k * kMR + i] = 0.0f;
@@ -114,6 +149,43 @@ CG_AVX2 void pack_a_avx2(const GemmArgs& g, std::int64_t i0, int m, std::int64_t
   }
 }
 
+// dst[k*kNR + j] = src[j*ld + k] for j < n (zero for n <= j < kNR), k < kc: the sliver's
+// columns are rows of B (transB; cpu.corrmm's grad weights), read 8 depth steps at a time
+// and transposed 8x8 in registers rather than gathered one float at a time.
+CG_AVX2 void pack_b_transposed_avx2(const float* src, std::int64_t ld, std::int64_t kc, int n,
+                                    float* dst) {
+  const std::int64_t kfull = kc - kc % 8;
+  for (int half = 0; half < 2; ++half) {
+    const int rows = std::clamp(n - 8 * half, 0, 8);
+    const float* s = rows > 0 ? src + 8 * half * ld : src;
+    float* d = dst + 8 * half;
+    for (std::int64_t k = 0; k < kfull; k += 8) {
+      __m256 r[8];
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) r[j] = j < rows ? _mm256_loadu_ps(s + j * ld + k) : _mm256_setzero_ps();
+      const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+      const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+      const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+      const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+      const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+      const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+      const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+      const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+      float* o = d + k * kNR;
+      _mm256_store_ps(o + 0 * kNR, _mm256_permute2f128_ps(u0, u4, 0x20));
+      _mm256_store_ps(o + 1 * kNR, _mm256_permute2f128_ps(u1, u5, 0x20));
+      _mm256_store_ps(o + 2 * kNR, _mm256_permute2f128_ps(u2, u6, 0x20));
+      _mm256_store_ps(o + 3 * kNR, _mm256_permute2f128_ps(u3, u7, 0x20));
+      _mm256_store_ps(o + 4 * kNR, _mm256_permute2f128_ps(u0, u4, 0x31));
+      _mm256_store_ps(o + 5 * kNR, _mm256_permute2f128_ps(u1, u5, 0x31));
+      _mm256_store_ps(o + 6 * kNR, _mm256_permute2f128_ps(u2, u6, 0x31));
+      _mm256_store_ps(o + 7 * kNR, _mm256_permute2f128_ps(u3, u7, 0x31));
+    }
+    for (std::int64_t k = kfull; k < kc; ++k)
+      for (int j = 0; j < 8; ++j) d[k * kNR + j] = j < rows ? s[j * ld + k] : 0.0f;
+  }
+}
+
 CG_AVX2 void pack_b_avx2(const GemmArgs& g, std::int64_t p0, std::int64_t kc, std::int64_t j0,
                          int n, float* dst) {
   if (!g.tb && n == kNR) {  // the common case: two contiguous 8-float runs per k
@@ -124,7 +196,32 @@ CG_AVX2 void pack_b_avx2(const GemmArgs& g, std::int64_t p0, std::int64_t kc, st
     }
     return;
   }
+  if (g.tb) {
+    pack_b_transposed_avx2(g.B + j0 * g.ldb + p0, g.ldb, kc, n, dst);
+    return;
+  }
   sgemm_detail::pack_b_generic<kNR>(g, p0, kc, j0, n, dst);
+}
+
+// Columns j0..j0+n of op(B) = B, row by row: each row of the panel is one contiguous run
+// (the hardware prefetcher follows it; sliver by sliver, every 64-byte piece sits in a
+// different row, often a different page, and nothing is prefetched).
+CG_AVX2 void pack_b_rows_avx2(const GemmArgs& g, std::int64_t p0, std::int64_t kc, std::int64_t j0,
+                              std::int64_t n, float* dst) {
+  const std::int64_t full = n / kNR, rest = n % kNR;
+  const __m256i k0 = lane_mask(static_cast<int>(rest)), k1 = lane_mask(static_cast<int>(rest) - 8);
+  for (std::int64_t k = 0; k < kc; ++k) {
+    const float* src = g.B + (p0 + k) * g.ldb + j0;
+    float* d = dst + k * kNR;
+    for (std::int64_t q = 0; q < full; ++q) {
+      _mm256_store_ps(d + q * kc * kNR, _mm256_loadu_ps(src + q * kNR));
+      _mm256_store_ps(d + q * kc * kNR + 8, _mm256_loadu_ps(src + q * kNR + 8));
+    }
+    if (rest != 0) {
+      _mm256_store_ps(d + full * kc * kNR, _mm256_maskload_ps(src + full * kNR, k0));
+      _mm256_store_ps(d + full * kc * kNR + 8, _mm256_maskload_ps(src + full * kNR + 8, k1));
+    }
+  }
 }
 
 struct Avx2Traits {
@@ -147,14 +244,17 @@ struct Avx2Traits {
   }
   static void pack_b_panel(const GemmArgs& g, std::int64_t p0, std::int64_t kc, std::int64_t j0,
                            std::int64_t n, float* dst) {
+    if (!g.tb) return pack_b_rows_avx2(g, p0, kc, j0, n, dst);
     sgemm_detail::pack_b_panel_by_sliver<Avx2Traits>(g, p0, kc, j0, n, dst);
   }
   static void kernel(const GemmArgs& g, std::int64_t kc, const float* a, const float* b, float* c,
                      int m, int n, bool first) {
-    if (g.ta)
-      kernel_6x16<true>(kc, a, b, c, g.ldc, m, n, g.alpha, g.beta, first);
-    else
-      kernel_6x16<false>(kc, a, b, c, g.ldc, m, n, g.alpha, g.beta, first);
+    if (g.ta) {
+      if (n > 8) return kernel_6x16<true, 2>(kc, a, b, c, g.ldc, m, n, g.alpha, g.beta, first);
+      return kernel_6x16<true, 1>(kc, a, b, c, g.ldc, m, n, g.alpha, g.beta, first);
+    }
+    if (n > 8) return kernel_6x16<false, 2>(kc, a, b, c, g.ldc, m, n, g.alpha, g.beta, first);
+    kernel_6x16<false, 1>(kc, a, b, c, g.ldc, m, n, g.alpha, g.beta, first);
   }
 };
 

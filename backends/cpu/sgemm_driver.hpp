@@ -130,6 +130,35 @@ void pack_b_panel_by_sliver(const GemmArgs& g, std::int64_t p0, std::int64_t kc,
                 dst + q * kc * Isa::kNR);
 }
 
+/// Prefetches two row ranges (rows of `len` floats: na at a + i*lda, nb at b + j*ldb) line
+/// by line, an equal share at each of `calls` calls of some().
+class PrefetchRows {
+ public:
+  PrefetchRows() = default;
+  PrefetchRows(const float* a, std::int64_t lda, std::int64_t na, const float* b, std::int64_t ldb,
+               std::int64_t nb, std::int64_t len, std::int64_t calls)
+      : a_(a), b_(b), row_(na > 0 ? a : b), lda_(lda), ldb_(ldb), na_(na), lines_per_row_((len + 15) / 16) {
+    total_ = (na + nb) * lines_per_row_;
+    per_call_ = (total_ + calls - 1) / std::max<std::int64_t>(calls, 1);
+  }
+  void some() {
+    for (std::int64_t left = std::min(per_call_, total_ - done_); left > 0; --left, ++done_) {
+      __builtin_prefetch(row_ + col_, 0, 2);
+      col_ += 16;
+      if (col_ == lines_per_row_ * 16) {  // next row: of A, then of B
+        col_ = 0;
+        ++r_;
+        row_ = r_ < na_ ? a_ + r_ * lda_ : b_ + (r_ - na_) * ldb_;
+      }
+    }
+  }
+
+ private:
+  const float *a_ = nullptr, *b_ = nullptr, *row_ = nullptr;
+  std::int64_t lda_ = 0, ldb_ = 0, na_ = 0, lines_per_row_ = 1, total_ = 0, per_call_ = 0, done_ = 0;
+  std::int64_t r_ = 0, col_ = 0;
+};
+
 /// Depth split: a long K over a small C leaves too few tiles of C to share among the
 /// threads without packing op(B) once per row tile, so the depth steps are cut into
 /// kparts ranges whose products go to separate buffers and are added up at the end.
@@ -258,6 +287,8 @@ void run_sgemm(const GemmArgs& g, ThreadPool* pool) {
 
   // Tasks: a tile of C times a range of depth steps.
   const std::int64_t apanel = g.ta ? Isa::kAPanel : 1;
+  // op(A) and op(B) both stored with the depth along rows (A plain, B transposed).
+  const bool prefetch_rows = !g.ta && g.tb && g.bsrc == nullptr && steps > 1;
   run(kparts * tiles, [&](std::int64_t begin, std::int64_t end) {
     float* abuf = scratch(0, Isa::kABuf * apanel);
     float* local_b = shared_b ? nullptr : scratch(1, kcb * tile_ns * NR);
@@ -268,9 +299,23 @@ void run_sgemm(const GemmArgs& g, ThreadPool* pool) {
       const GemmArgs& gc = part == 0 ? g : gpart;
       float* C = part == 0 ? g.C : partial + (part - 1) * M * N;
       const std::int64_t step0 = steps * part / kparts, step1 = steps * (part + 1) / kparts;
+      const std::int64_t tile_rows = std::min(M, s1 * MR) - s0 * MR, tile_cols = std::min(N, j1 * NR) - j0 * NR;
       for (std::int64_t step = step0; step < step1; ++step) {
         const std::int64_t b = step / nkb, p = step % nkb;
         const std::int64_t p0 = p * kcb, kc = std::min(kcb, K - p0);
+        // Long K over a small tile (grad weights): the packers read every element of the
+        // step's A and B rows once, straight from memory, while the kernel waits. So the
+        // next step's rows are prefetched a few lines per kernel call, spread over this
+        // step's compute, when they fit in half of L2 beside this step's packed block.
+        PrefetchRows next;
+        if (prefetch_rows && step + 1 < step1) {
+          const std::int64_t nb = (step + 1) / nkb, np0 = (step + 1) % nkb * kcb;
+          const std::int64_t nkc = std::min(kcb, K - np0);
+          if ((tile_rows + tile_cols) * nkc * 4 <= cache.l2 / 2)
+            next = PrefetchRows(g.A + nb * g.a_stride + s0 * MR * g.lda + np0, g.lda, tile_rows,
+                                g.B + nb * g.b_stride + j0 * NR * g.ldb + np0, g.ldb, tile_cols, nkc,
+                                (s1 - s0) * (j1 - j0));
+        }
         GemmArgs ga = g;  // A of batch element b
         ga.A += b * g.a_stride;
         const float* bp;
@@ -291,6 +336,7 @@ void run_sgemm(const GemmArgs& g, ThreadPool* pool) {
             for (std::int64_t j = j0; j < j1; ++j) {
               const int n = static_cast<int>(std::min<std::int64_t>(NR, N - j * NR));
               Isa::kernel(gc, kc, ap, bp + (j - j0) * kc * NR, crow + j * NR, m, n, step == step0);
+              next.some();
             }
           }
         }
