@@ -29,6 +29,7 @@
 #include <functional>
 #include <thread>
 #include <type_traits>
+#include <utility>
 
 // Without AVX-512 (portable builds) GCC notes that passing 64-byte vectors by value has a
 // different ABI; these helpers are all internal to this file, so that does not matter.
@@ -49,6 +50,20 @@ namespace {
 using i64 = std::int64_t;
 using v16 = float __attribute__((vector_size(64)));
 using v16i = int __attribute__((vector_size(64)));
+// The level's native vector (kVL floats) for the hot loops: GCC lowers a 16-float generic
+// vector below AVX-512 through the stack (the GEMM ran 4x slower on AVX2 with v16). The
+// tile layout stays in blocks of 16 lanes, which kVL divides.
+#if CONVGRAPH_ISA_AVX512
+constexpr int kVL = 16;
+#elif CONVGRAPH_ISA_AVX2
+constexpr int kVL = 8;
+#else
+constexpr int kVL = 4;
+#endif
+using vnat = float __attribute__((vector_size(kVL * sizeof(float))));
+using vnati = int __attribute__((vector_size(kVL * sizeof(int))));
+inline vnat loadn(const float* p) { vnat v; std::memcpy(&v, p, sizeof v); return v; }
+inline void storen(float* p, vnat v) { std::memcpy(p, &v, sizeof v); }
 
 constexpr int kAlpha = 6;         // input tile 6x6
 constexpr int kE = kAlpha * kAlpha;
@@ -77,25 +92,6 @@ inline v16 load_part(const float* p, i64 lo, i64 hi) {
   v16 v{};
   for (i64 i = lo; i < hi; ++i) v[i] = p[i];
   return v;
-#endif
-}
-
-/// Stores the first n (< 16) lanes.
-inline void store_part(float* p, v16 v, i64 n) {
-#if CONVGRAPH_ISA_AVX512
-  _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1u), v);
-#else
-  for (i64 i = 0; i < n; ++i) p[i] = v[i];
-#endif
-}
-
-inline v16 shuf(v16 a, v16 b, v16i m) {
-#if defined(__GNUC__) && !defined(__clang__)
-  return __builtin_shuffle(a, b, m);
-#else
-  v16 r;
-  for (int i = 0; i < 16; ++i) r[i] = m[i] < 16 ? a[m[i]] : b[m[i] - 16];
-  return r;
 #endif
 }
 
@@ -223,12 +219,13 @@ struct Job {
 
 /// G g for 3 taps (one column or row of the filter): G's rows are (1/4, 0, 0),
 /// -(1, 1, 1)/6, -(1, -1, 1)/6, (1/24, 1/12, 1/6), (1/24, -1/12, 1/6), (0, 0, 1).
-inline void g3(const v16 v[3], v16 o[6]) {
-  const v16 s02 = v[0] + v[2];
+template <class V>
+inline void g3(const V v[3], V o[6]) {
+  const V s02 = v[0] + v[2];
   o[0] = v[0] * 0.25f;
   o[1] = (s02 + v[1]) * (-1.0f / 6);
   o[2] = (s02 - v[1]) * (-1.0f / 6);
-  const v16 a = v[0] * (1.0f / 24) + v[2] * (1.0f / 6), b = v[1] * (1.0f / 12);
+  const V a = v[0] * (1.0f / 24) + v[2] * (1.0f / 6), b = v[1] * (1.0f / 12);
   o[3] = a + b;
   o[4] = a - b;
   o[5] = v[2];
@@ -295,35 +292,72 @@ void transform_filters(const ConvProblem& p, const Job& j, const float* w, float
 // ---------------------------------------------------------------------------------------
 // Input transform of one tile row of one channel: V[e][ci][base + tx].
 
+/// A two-source lane permutation of kVL lanes: lane i takes index f(i) of (a, b).
+template <class F, std::size_t... I>
+constexpr vnati lane_mask(F f, std::index_sequence<I...>) {
+  return vnati{f(static_cast<int>(I))...};
+}
+template <class F>
+constexpr vnati lane_mask(F f) {
+  return lane_mask(f, std::make_index_sequence<kVL>{});
+}
+inline vnat shufn(vnat a, vnat b, vnati m) {
+#if defined(__GNUC__) && !defined(__clang__)
+  return __builtin_shuffle(a, b, m);
+#else
+  vnat r;
+  for (int i = 0; i < kVL; ++i) r[i] = m[i] < kVL ? a[m[i]] : b[m[i] - kVL];
+  return r;
+#endif
+}
+
+/// Values p[i] for i in [lo, hi) (clamped to the vector), zeros elsewhere; never touches
+/// memory outside [lo, hi).
+inline vnat loadn_part(const float* p, i64 lo, i64 hi) {
+  lo = std::max<i64>(lo, 0), hi = std::min<i64>(hi, kVL);
+  if (lo >= hi) return vnat{};
+#if CONVGRAPH_ISA_AVX512
+  const auto m = static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+  return _mm512_maskz_loadu_ps(m, p);
+#else
+  vnat v{};
+  for (i64 i = lo; i < hi; ++i) v[i] = p[i];
+  return v;
+#endif
+}
+
 /// Splits the zero-padded source row (width W) into its 4 column phases:
-/// ph[p*Q + q] = row[4q + p - pl]. 64 source columns at a time; only chunks that overlap
-/// the row's ends go through a zero-padded copy.
+/// ph[p*Q + q] = row[4q + p - pl]. 4 * kVL source columns at a time; only chunks that
+/// overlap the row's ends go through a zero-padded copy.
 void phase_line(const float* row, i64 W, i64 pl, const Job& j, float* ph) {
-  const v16i m01 = {0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29};
-  const v16i m23 = {2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31};
-  const v16i lo8 = {0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23};
-  const v16i hi8 = {8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31};
+  constexpr int H = kVL / 2;
+  // (a, b) -> phase 0 of a then of b in m01's halves, phase 1 in its other halves; then the
+  // low and high halves of two such vectors make whole phases.
+  constexpr vnati m01 = lane_mask([](int i) { return i < H ? 4 * i : 4 * (i - H) + 1; });
+  constexpr vnati m23 = lane_mask([](int i) { return i < H ? 4 * i + 2 : 4 * (i - H) + 3; });
+  constexpr vnati lo = lane_mask([](int i) { return i < H ? i : kVL + i - H; });
+  constexpr vnati hi = lane_mask([](int i) { return i < H ? H + i : kVL + i; });
   // Lanes tx < tw read phases up to q = tw; later q stay as zeroed at slot start.
-  for (i64 q = 0; q <= j.tw; q += 16) {
+  for (i64 q = 0; q <= j.tw; q += kVL) {
     const i64 x0 = 4 * q - pl;  // source column of this chunk's first value
-    v16 a[4];
-    if (x0 >= 0 && x0 + 64 <= W) {
-      for (int v = 0; v < 4; ++v) a[v] = load(row + x0 + 16 * v);
-    } else {  // a chunk over the row's ends: masked loads, zeros outside the row
-      for (int v = 0; v < 4; ++v) a[v] = load_part(row + x0 + 16 * v, -x0 - 16 * v, W - x0 - 16 * v);
+    vnat a[4];
+    if (x0 >= 0 && x0 + 4 * kVL <= W) {
+      for (int v = 0; v < 4; ++v) a[v] = loadn(row + x0 + kVL * v);
+    } else {  // a chunk over the row's ends: zeros outside the row
+      for (int v = 0; v < 4; ++v) a[v] = loadn_part(row + x0 + kVL * v, -x0 - kVL * v, W - x0 - kVL * v);
     }
-    const v16 a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3];
-    const v16 e01 = shuf(a0, a1, m01), e23 = shuf(a2, a3, m01);
-    const v16 f01 = shuf(a0, a1, m23), f23 = shuf(a2, a3, m23);
-    store(ph + 0 * j.Q + q, shuf(e01, e23, lo8));
-    store(ph + 1 * j.Q + q, shuf(e01, e23, hi8));
-    store(ph + 2 * j.Q + q, shuf(f01, f23, lo8));
-    store(ph + 3 * j.Q + q, shuf(f01, f23, hi8));
+    const vnat e01 = shufn(a[0], a[1], m01), e23 = shufn(a[2], a[3], m01);
+    const vnat f01 = shufn(a[0], a[1], m23), f23 = shufn(a[2], a[3], m23);
+    storen(ph + 0 * j.Q + q, shufn(e01, e23, lo));
+    storen(ph + 1 * j.Q + q, shufn(e01, e23, hi));
+    storen(ph + 2 * j.Q + q, shufn(f01, f23, lo));
+    storen(ph + 3 * j.Q + q, shufn(f01, f23, hi));
   }
 }
 
 /// d -> B^T d for 6 values (the row of B^T applied along one axis).
-inline void bt6(const v16 d[6], v16 o[6]) {
+template <class V>
+inline void bt6(const V d[6], V o[6]) {
   o[0] = 4.0f * d[0] - 5.0f * d[2] + d[4];
   o[1] = (d[3] + d[4]) - 4.0f * (d[1] + d[2]);
   o[2] = (d[4] - d[3]) + 4.0f * (d[1] - d[2]);
@@ -355,18 +389,18 @@ struct LineCache {
 void input_row(const float* plane, const Job& j, i64 ty, LineCache& cache, float* V, i64 vstride, i64 base) {
   const float* ph[kAlpha];
   for (int i = 0; i < kAlpha; ++i) ph[i] = cache.get(plane, 4 * ty - j.pt + i, j);
-  for (i64 tx = 0; tx < j.tw; tx += 16) {
-    v16 h[kAlpha][kAlpha];  // h[i][s]: row i after the horizontal transform
+  for (i64 tx = 0; tx < j.tw; tx += kVL) {
+    vnat h[kAlpha][kAlpha];  // h[i][s]: row i after the horizontal transform
     for (int i = 0; i < kAlpha; ++i) {
-      v16 d[6];
-      for (int c = 0; c < 6; ++c) d[c] = load(ph[i] + (c % 4) * j.Q + tx + c / 4);
+      vnat d[6];
+      for (int c = 0; c < 6; ++c) d[c] = loadn(ph[i] + (c % 4) * j.Q + tx + c / 4);
       bt6(d, h[i]);
     }
     for (int s = 0; s < kAlpha; ++s) {
-      v16 d[6], o[6];
+      vnat d[6], o[6];
       for (int i = 0; i < 6; ++i) d[i] = h[i][s];
       bt6(d, o);
-      for (int r = 0; r < 6; ++r) store(V + (r * 6 + s) * vstride + base + tx, o[r]);
+      for (int r = 0; r < 6; ++r) storen(V + (r * 6 + s) * vstride + base + tx, o[r]);
     }
   }
 }
@@ -376,17 +410,6 @@ void input_row(const float* plane, const Job& j, i64 ty, LineCache& cache, float
 
 // NB consecutive packed row blocks (NB * kMR output channels) times NV vectors of tiles:
 // narrow tile blocks (small images) take more rows so there are always >= 18 accumulators.
-// The accumulators are the level's native vectors (kVL floats): GCC lowers a 16-float
-// generic vector below AVX-512 through the stack, which made this loop 4x slower on AVX2.
-#if CONVGRAPH_ISA_AVX512
-constexpr int kVL = 16;
-#elif CONVGRAPH_ISA_AVX2
-constexpr int kVL = 8;
-#else
-constexpr int kVL = 4;
-#endif
-using vnat = float __attribute__((vector_size(kVL * sizeof(float))));
-
 template <int NB, int NV>
 inline void kernel(i64 Ci, const float* __restrict u, const float* __restrict v, i64 ts, float* __restrict m) {
   constexpr int NC = NV * 16 / kVL;  // native vectors per row of the block
@@ -444,8 +467,9 @@ void gemm_e(const Job& j, const float* Ue, const float* Ve, float* Me, i64 kb0, 
 // Output transform of one tile row of one output channel.
 
 /// m -> A^T m for 6 values.
-inline void at6(const v16 m[6], v16 o[4]) {
-  const v16 s12 = m[1] + m[2], d12 = m[1] - m[2], s34 = m[3] + m[4], d34 = m[3] - m[4];
+template <class V>
+inline void at6(const V m[6], V o[4]) {
+  const V s12 = m[1] + m[2], d12 = m[1] - m[2], s34 = m[3] + m[4], d34 = m[3] - m[4];
   o[0] = m[0] + s12 + s34;
   o[1] = d12 + 2.0f * d34;
   o[2] = s12 + 4.0f * s34;
@@ -453,31 +477,40 @@ inline void at6(const v16 m[6], v16 o[4]) {
 }
 
 void output_row(const float* M, i64 mstride, i64 base, const Job& j, i64 ty, float* plane) {
-  const v16i p_lo = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23};
-  const v16i p_hi = {8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-  const v16i q_lo = {0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23};
-  const v16i q_hi = {8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31};
+  constexpr int H = kVL / 2;
+  // Interleave lanes of (a, b), then pairs of lanes: output column 4*tx + b is o[b] lane tx.
+  constexpr vnati p_lo = lane_mask([](int i) { return i / 2 + (i % 2 ? kVL : 0); });
+  constexpr vnati p_hi = lane_mask([](int i) { return H + i / 2 + (i % 2 ? kVL : 0); });
+  constexpr vnati q_lo = lane_mask([](int i) { return i / 4 * 2 + i % 2 + (i % 4 >= 2 ? kVL : 0); });
+  constexpr vnati q_hi = lane_mask([](int i) { return H + i / 4 * 2 + i % 2 + (i % 4 >= 2 ? kVL : 0); });
   const i64 rows = std::min<i64>(4, j.OH - 4 * ty);
-  for (i64 tx = 0; tx < j.tw; tx += 16) {
-    v16 t[4][6];  // after the vertical transform
+  for (i64 tx = 0; tx < j.tw; tx += kVL) {
+    vnat t[4][6];  // after the vertical transform
     for (int s = 0; s < 6; ++s) {
-      v16 m[6], o[4];
-      for (int r = 0; r < 6; ++r) m[r] = load(M + (r * 6 + s) * mstride + base + tx);
+      vnat m[6], o[4];
+      for (int r = 0; r < 6; ++r) m[r] = loadn(M + (r * 6 + s) * mstride + base + tx);
       at6(m, o);
       for (int a = 0; a < 4; ++a) t[a][s] = o[a];
     }
-    const i64 x0 = 4 * tx, cols = std::min<i64>(64, j.OW - x0);
+    const i64 x0 = 4 * tx, cols = std::min<i64>(4 * kVL, j.OW - x0);
     for (i64 a = 0; a < rows; ++a) {
-      v16 o[4];
+      vnat o[4];
       at6(t[a], o);
-      // Re-interleave: output column 4*tx + b comes from o[b] lane tx.
-      const v16 p0 = shuf(o[0], o[1], p_lo), p1 = shuf(o[0], o[1], p_hi);
-      const v16 q0 = shuf(o[2], o[3], p_lo), q1 = shuf(o[2], o[3], p_hi);
-      const v16 out[4] = {shuf(p0, q0, q_lo), shuf(p0, q0, q_hi), shuf(p1, q1, q_lo), shuf(p1, q1, q_hi)};
+      const vnat p0 = shufn(o[0], o[1], p_lo), p1 = shufn(o[0], o[1], p_hi);
+      const vnat q0 = shufn(o[2], o[3], p_lo), q1 = shufn(o[2], o[3], p_hi);
+      const vnat out[4] = {shufn(p0, q0, q_lo), shufn(p0, q0, q_hi), shufn(p1, q1, q_lo), shufn(p1, q1, q_hi)};
       float* dst = plane + (4 * ty + a) * j.OW + x0;
       int v = 0;
-      for (; v < 4 && 16 * (v + 1) <= cols; ++v) store(dst + 16 * v, out[v]);
-      if (v < 4 && 16 * v < cols) store_part(dst + 16 * v, out[v], cols - 16 * v);
+      for (; v < 4 && kVL * (v + 1) <= cols; ++v) storen(dst + kVL * v, out[v]);
+      if (v < 4 && kVL * v < cols) {
+#if CONVGRAPH_ISA_AVX512
+        _mm512_mask_storeu_ps(dst + kVL * v, static_cast<__mmask16>((1u << (cols - kVL * v)) - 1u), out[v]);
+#else
+        alignas(64) float tmp[kVL];
+        storen(tmp, out[v]);
+        std::memcpy(dst + kVL * v, tmp, static_cast<std::size_t>(cols - kVL * v) * sizeof(float));
+#endif
+      }
     }
   }
 }
@@ -602,9 +635,10 @@ struct GwPlan {
 };
 
 /// d -> A d for 4 values (the transpose of at6).
-inline void a6(const v16 d[4], v16 o[6]) {
-  const v16 s02 = d[0] + d[2], s13 = d[1] + d[3];
-  const v16 q02 = d[0] + 4.0f * d[2], q13 = 2.0f * d[1] + 8.0f * d[3];
+template <class V>
+inline void a6(const V d[4], V o[6]) {
+  const V s02 = d[0] + d[2], s13 = d[1] + d[3];
+  const V q02 = d[0] + 4.0f * d[2], q13 = 2.0f * d[1] + 8.0f * d[3];
   o[0] = d[0];
   o[1] = s02 + s13;
   o[2] = s02 - s13;
@@ -614,8 +648,9 @@ inline void a6(const v16 d[4], v16 o[6]) {
 }
 
 /// s -> G^T s for 6 values (the transpose of g3).
-inline void gt6(const v16 s[6], v16 o[3]) {
-  const v16 a = s[1] + s[2], b = s[1] - s[2], c = s[3] + s[4], d = s[3] - s[4];
+template <class V>
+inline void gt6(const V s[6], V o[3]) {
+  const V a = s[1] + s[2], b = s[1] - s[2], c = s[3] + s[4], d = s[3] - s[4];
   o[0] = s[0] * 0.25f - a * (1.0f / 6) + c * (1.0f / 24);
   o[1] = d * (1.0f / 12) - b * (1.0f / 6);
   o[2] = (c - a) * (1.0f / 6) + s[5];
@@ -631,18 +666,18 @@ void grad_output_row(const float* plane, const Job& j, i64 ty, float* lines, con
     ph[a] = y < j.OH ? lines + a * 4 * j.Q : zeros;
     if (y < j.OH) phase_line(plane + y * j.OW, j.OW, 0, j, lines + a * 4 * j.Q);
   }
-  for (i64 tx = 0; tx < j.tw; tx += 16) {
-    v16 h[4][kAlpha];  // h[a]: row a after the horizontal transform
+  for (i64 tx = 0; tx < j.tw; tx += kVL) {
+    vnat h[4][kAlpha];  // h[a]: row a after the horizontal transform
     for (int a = 0; a < 4; ++a) {
-      const v16 d[4] = {load(ph[a] + tx), load(ph[a] + j.Q + tx), load(ph[a] + 2 * j.Q + tx),
-                        load(ph[a] + 3 * j.Q + tx)};
+      const vnat d[4] = {loadn(ph[a] + tx), loadn(ph[a] + j.Q + tx), loadn(ph[a] + 2 * j.Q + tx),
+                         loadn(ph[a] + 3 * j.Q + tx)};
       a6(d, h[a]);
     }
     for (int s = 0; s < kAlpha; ++s) {
-      const v16 d[4] = {h[0][s], h[1][s], h[2][s], h[3][s]};
-      v16 o[6];
+      const vnat d[4] = {h[0][s], h[1][s], h[2][s], h[3][s]};
+      vnat o[6];
       a6(d, o);
-      for (int r = 0; r < 6; ++r) store(D + (r * 6 + s) * dstride + base + tx, o[r]);
+      for (int r = 0; r < 6; ++r) storen(D + (r * 6 + s) * dstride + base + tx, o[r]);
     }
   }
 }
