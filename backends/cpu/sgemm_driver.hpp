@@ -20,7 +20,7 @@
 ///
 /// Blocking comes from the cache sizes read at run time: the depth block KC (at most kKC)
 /// keeps an A sliver in 3/4 of L1, the column tile NC keeps a KC x NC block of B in 3/4 of
-/// L2. (There is no MC: A slivers are packed just in time and stream from L3.)
+/// L2 (traits may say less: kBBlockL2Eighths). (There is no MC: A slivers are packed just in time and stream from L3.)
 ///
 /// Loop order, chosen so the kernel streams as little as possible from far away:
 ///   tasks = column tiles of C (times row tiles when C has few columns; op(B) is then
@@ -177,6 +177,15 @@ inline std::int64_t depth_parts(std::int64_t M, std::int64_t N, std::int64_t ste
   return parts;
 }
 
+/// Eighths of L2 the packed B block may fill: the traits' kBBlockL2Eighths, else 6.
+template <class Isa>
+constexpr std::int64_t b_block_l2_eighths() {
+  if constexpr (requires { Isa::kBBlockL2Eighths; })
+    return Isa::kBBlockL2Eighths;
+  else
+    return 6;
+}
+
 template <class Isa>
 void run_sgemm(const GemmArgs& g, ThreadPool* pool) {
   constexpr int MR = Isa::kMR;
@@ -187,7 +196,8 @@ void run_sgemm(const GemmArgs& g, ThreadPool* pool) {
   const CacheSizes cache = cpu_cache_sizes();
   const std::int64_t kc_max =
       std::clamp<std::int64_t>(cache.l1d * 3 / 4 / (MR * 4) / 16 * 16, 64, Isa::kKC);
-  const std::int64_t nc = std::clamp<std::int64_t>(cache.l2 * 3 / 4 / (kc_max * 4) / NR * NR, 4 * NR, 4096);
+  const std::int64_t nc =
+      std::clamp<std::int64_t>(cache.l2 * b_block_l2_eighths<Isa>() / 8 / (kc_max * 4) / NR * NR, 4 * NR, 4096);
 
   // Depth blocks of equal size (a short last block would waste a C pass); a batch repeats
   // them per element: `steps` depth steps in all, cut into `kparts` ranges.
