@@ -47,6 +47,9 @@ std::vector<ConvCase> kvec_cases() {
       make_conv_case("pad wider than the kernel", {1, 16, 9}, {16, 16, 3}, 5, {1}),
       make_conv_case("64 channels, odd source channels", {2, 7, 5, 6}, {57, 7, 3, 3}, 1, {1, 1}),
       make_conv_case("32 channels, 5 taps", {2, 32, 11}, {32, 32, 5}, 2, {1}),
+      // Planes of several work units each: stores of whole units within one image (AVX2:
+      // 8 x 8 blocks in registers) with partial pixel and channel blocks.
+      make_conv_case("planes wider than a work unit", {1, 20, 23, 29}, {40, 20, 3, 3}, 1, {1, 1}),
       // Valid layers, whose input gradient skips the taps reading only padding per tile.
       make_conv_case("LeNet-like valid 5x5", {2, 20, 13, 12}, {24, 20, 5, 5}, "valid", {1, 1}),
       make_conv_case("3-D valid dilated", {1, 17, 6, 5, 9}, {16, 17, 2, 3, 3}, "valid", {1, 1, 1}, {2, 1, 2}),

@@ -118,6 +118,31 @@ void tile(const float* const* src, const float* w, const i64* taps, i64 T, i64 n
     }
 }
 
+#if CONVGRAPH_ISA_AVX2
+/// out[c * ostride + k] = in[k * istride + c] for an 8 x 8 block, in registers: a unit's
+/// transposed store moves whole vectors instead of one float per load and store.
+using kvec_v8 = float __attribute__((vector_size(8 * sizeof(float))));
+inline void kvec_transpose8(const float* in, i64 istride, float* out, i64 ostride) {
+  kvec_v8 r[8], t[8], u[8];
+  for (int k = 0; k < 8; ++k) std::memcpy(&r[k], in + k * istride, sizeof(kvec_v8));
+  for (int k = 0; k < 8; k += 2) {  // pairs of rows interleaved
+    t[k] = __builtin_shufflevector(r[k], r[k + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+    t[k + 1] = __builtin_shufflevector(r[k], r[k + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+  }
+  for (int k = 0; k < 8; k += 4)  // then pairs of pairs: columns c and c + 4 of 4 rows
+    for (int h = 0; h < 2; ++h) {
+      u[k + 2 * h] = __builtin_shufflevector(t[k + h], t[k + h + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+      u[k + 2 * h + 1] = __builtin_shufflevector(t[k + h], t[k + h + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+    }
+  for (int c = 0; c < 4; ++c) {  // then the two halves of the rows: columns c and c + 4
+    const kvec_v8 lo = __builtin_shufflevector(u[c], u[c + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+    const kvec_v8 hi = __builtin_shufflevector(u[c], u[c + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+    std::memcpy(out + c * ostride, &lo, sizeof(kvec_v8));
+    std::memcpy(out + (c + 4) * ostride, &hi, sizeof(kvec_v8));
+  }
+}
+#endif
+
 using TileFn = void (*)(const float* const*, const float*, const i64*, i64, i64, i64, i64, i64, float*, bool);
 
 /// The one tile function of each shape kvec_shape gives this level.
@@ -371,13 +396,23 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
       // cheap; stores spread over 16-64 planes stalled on their misses), with no staging
       // copy and no memcpy call per short run.
       const bool one_image = dst_off[npix - 1] - dst_off[0] == npix - 1;
+      i64 jv = 0, dv = 0;  // pixels and channels stored as whole 8 x 8 blocks
+#if CONVGRAPH_ISA_AVX2
+      if (kL == 8 && one_image) {  // AVX2; AVX-512 keeps the scalar store
+        jv = npix / 8 * 8, dv = nd / 8 * 8;
+        for (i64 dd = 0; dd < dv; dd += 8)
+          for (i64 j = 0; j < jv; j += 8)
+            kvec_transpose8(acc + j * B + dd, B, dst + (grp * pl.ndst + d0 + dd) * pl.dst_numel + dst_off[0] + j,
+                            pl.dst_numel);
+      }
+#endif
       for (i64 dd = 0; dd < nd; ++dd) {
         const i64 ch = grp * pl.ndst + d0 + dd;
         float* dc = dst + ch * pl.dst_numel;
         const float* col = acc + dd;
         if (one_image) {
           float* run = dc + dst_off[0];
-          for (i64 j = 0; j < npix; ++j) run[j] = col[j * B];
+          for (i64 j = dd < dv ? jv : 0; j < npix; ++j) run[j] = col[j * B];
         } else {
           for (i64 j = 0; j < npix; ++j) dc[dst_off[j]] = col[j * B];
         }
