@@ -297,8 +297,10 @@ void run_sgemm(const GemmArgs& g, ThreadPool* pool) {
 
   // Tasks: a tile of C times a range of depth steps.
   const std::int64_t apanel = g.ta ? Isa::kAPanel : 1;
-  // op(A) and op(B) both stored with the depth along rows (A plain, B transposed).
-  const bool prefetch_rows = !g.ta && g.tb && g.bsrc == nullptr && steps > 1;
+  // Grad weights: op(A) stored with the depth along rows (A plain), op(B) too unless a
+  // source makes it (B transposed; cpu.corrmm's im2col source: then A's rows alone).
+  const bool prefetch_rows = !g.ta && g.tb && steps > 1;
+  const bool prefetch_b_rows = g.bsrc == nullptr;
   run(kparts * tiles, [&](std::int64_t begin, std::int64_t end) {
     float* abuf = scratch(0, Isa::kABuf * apanel);
     float* local_b = shared_b ? nullptr : scratch(1, kcb * tile_ns * NR);
@@ -321,9 +323,10 @@ void run_sgemm(const GemmArgs& g, ThreadPool* pool) {
         if (prefetch_rows && step + 1 < step1) {
           const std::int64_t nb = (step + 1) / nkb, np0 = (step + 1) % nkb * kcb;
           const std::int64_t nkc = std::min(kcb, K - np0);
-          if ((tile_rows + tile_cols) * nkc * 4 <= cache.l2 / 2)
+          const std::int64_t ncols = prefetch_b_rows ? tile_cols : 0;
+          if ((tile_rows + ncols) * nkc * 4 <= cache.l2 / 2)
             next = PrefetchRows(g.A + nb * g.a_stride + s0 * MR * g.lda + np0, g.lda, tile_rows,
-                                g.B + nb * g.b_stride + j0 * NR * g.ldb + np0, g.ldb, tile_cols, nkc,
+                                ncols > 0 ? g.B + nb * g.b_stride + j0 * NR * g.ldb + np0 : nullptr, g.ldb, ncols, nkc,
                                 (s1 - s0) * (j1 - j0));
         }
         GemmArgs ga = g;  // A of batch element b
