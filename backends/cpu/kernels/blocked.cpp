@@ -35,13 +35,7 @@ constexpr int kP = 6;
 // The level's native vector: a 16-float generic vector below AVX-512 is lowered through the
 // stack (forced blocked resnet8 inference ran 3.7x slower than NCHW on AVX2). A block of
 // 16 channels is kNV of them.
-#if CONVGRAPH_ISA_AVX512
-constexpr int kVL = 16;
-#elif CONVGRAPH_ISA_AVX2
-constexpr int kVL = 8;
-#else
-constexpr int kVL = 4;
-#endif
+constexpr int kVL = CONVGRAPH_ISA_VECTOR_BYTES / static_cast<int>(sizeof(float));
 constexpr int kNV = kB / kVL;
 using vf = float __attribute__((vector_size(kVL * sizeof(float))));
 

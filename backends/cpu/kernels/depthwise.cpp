@@ -33,13 +33,7 @@ namespace {
 // GCC vector extensions of the level's register width (a vector_size attribute on a
 // template parameter is ignored, so the two types are spelled out). A generic vector wider
 // than the registers is lowered through the stack: 64-byte vectors made AVX2 5x slower.
-#if CONVGRAPH_ISA_AVX512
-inline constexpr int kVecBytes = 64;
-#elif CONVGRAPH_ISA_AVX2
-inline constexpr int kVecBytes = 32;
-#else
-inline constexpr int kVecBytes = 16;
-#endif
+inline constexpr int kVecBytes = CONVGRAPH_ISA_VECTOR_BYTES;
 using VecF = float __attribute__((vector_size(kVecBytes)));
 using VecD = double __attribute__((vector_size(kVecBytes)));
 template <class T>

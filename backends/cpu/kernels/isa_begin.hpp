@@ -32,6 +32,8 @@
 
 #define CONVGRAPH_ISA_AVX2 (CONVGRAPH_ISA_LEVEL >= 1)
 #define CONVGRAPH_ISA_AVX512 (CONVGRAPH_ISA_LEVEL >= 2)
+/// Bytes of the level's vector registers: the width for hot loops' generic vectors.
+#define CONVGRAPH_ISA_VECTOR_BYTES (CONVGRAPH_ISA_AVX512 ? 64 : CONVGRAPH_ISA_AVX2 ? 32 : 16)
 
 #if CONVGRAPH_ISA_LEVEL == 2
 #define CONVGRAPH_ISA_TARGET \

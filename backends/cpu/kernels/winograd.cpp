@@ -53,13 +53,7 @@ using v16i = int __attribute__((vector_size(64)));
 // The level's native vector (kVL floats) for the hot loops: GCC lowers a 16-float generic
 // vector below AVX-512 through the stack (the GEMM ran 4x slower on AVX2 with v16). The
 // tile layout stays in blocks of 16 lanes, which kVL divides.
-#if CONVGRAPH_ISA_AVX512
-constexpr int kVL = 16;
-#elif CONVGRAPH_ISA_AVX2
-constexpr int kVL = 8;
-#else
-constexpr int kVL = 4;
-#endif
+constexpr int kVL = CONVGRAPH_ISA_VECTOR_BYTES / static_cast<int>(sizeof(float));
 using vnat = float __attribute__((vector_size(kVL * sizeof(float))));
 using vnati = int __attribute__((vector_size(kVL * sizeof(int))));
 inline vnat loadn(const float* p) { vnat v; std::memcpy(&v, p, sizeof v); return v; }
