@@ -230,8 +230,9 @@ struct Avx2Traits {
   static constexpr std::int64_t kKC = convgraph::cpu::kKC;
   static constexpr std::int64_t kABuf = kMR * kKC;
   static constexpr std::int64_t kAPanel = 1;
-  // Half of L2 for the B block: on Zen 3 (512 KiB L2) a 3/4-full block leaves too little
-  // for the C tile and A slivers passing through (forward 3x3 layers: 0.77 -> 0.82 of oneDNN).
+  // Half of L2 for the B block: on Zen 3 (512 KiB L2) a 3/4-full block leaves little room
+  // for the C tile and A slivers passing through (forward 3x3 layers, best of 5: 0.76 ->
+  // 0.81 of oneDNN; the medians over all layer shapes did not move beyond the noise).
   static constexpr std::int64_t kBBlockL2Eighths = 4;
   static void pack_a(const GemmArgs& g, std::int64_t i0, int m, std::int64_t p0, std::int64_t kc,
                      float* dst) {
