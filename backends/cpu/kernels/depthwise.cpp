@@ -50,7 +50,9 @@ inline void load(Vec<T>& v, const T* p) { std::memcpy(&v, p, sizeof(v)); }
 template <class T>
 class VectorArray {
  public:
-  explicit VectorArray(i64 n) : n_(n), p_(static_cast<Vec<T>*>(std::aligned_alloc(64, sizeof(Vec<T>) * static_cast<std::size_t>(std::max<i64>(n, 1))))) {
+  // aligned_alloc needs a size that is a multiple of the alignment (vectors are 16-64 bytes).
+  explicit VectorArray(i64 n)
+      : n_(n), p_(static_cast<Vec<T>*>(std::aligned_alloc(64, (sizeof(Vec<T>) * static_cast<std::size_t>(std::max<i64>(n, 1)) + 63) / 64 * 64))) {
     if (p_ == nullptr) throw MemoryError(msg("cpu.depthwise: cannot allocate ", n, " accumulator vectors"));
     clear();
   }
