@@ -953,13 +953,17 @@ inline void pool_quad_load(const float* x, const std::int64_t* in, std::int64_t 
   }
 }
 
+/// avg's factor of a 2x2 window, as the general path computes it.
+inline vf pool_quad_scale(const Plan<float>& c) {
+  return vset(static_cast<float>(1.0 / static_cast<double>(c.dspans[0].count * c.hspans[0].count)) * c.inv[0]);
+}
+
 /// Stores the first (pair false) or both chunks of v at out.
 inline void pool_quad_store(float* out, vf v, bool pair) { vstore(out, v, pair ? kV : kV / 2); }
 
 void pool_quad_forward(const Plan<float>& c, const float* x, float* y, std::int64_t r0, std::int64_t r1) {
   const bool max = c.p.mode == PoolMode::max;
-  const vf scale = vset(static_cast<float>(1.0 / static_cast<double>(c.dspans[0].count * c.hspans[0].count)) *
-                        c.inv[0]);
+  const vf scale = pool_quad_scale(c);
   pool_quad_chunks(c.g, r0, r1, [&](std::int64_t t, const std::int64_t* in, bool pair) {
     vf ev[2], od[2];
     pool_quad_load(x, in, c.g.w, ev, od);
@@ -980,8 +984,7 @@ void pool_quad_backward(const Plan<float>& c, const float* x, const float* gy, f
                         std::int64_t r1) {
   const std::int64_t w = c.g.w;
   const bool max = c.p.mode == PoolMode::max, relu = c.p.relu_grad;
-  const vf scale = vset(static_cast<float>(1.0 / static_cast<double>(c.dspans[0].count * c.hspans[0].count)) *
-                        c.inv[0]);
+  const vf scale = pool_quad_scale(c);
   const vf zero = vset(0.0f), c1 = vset(1.0f), c2 = vset(2.0f), c3 = vset(3.0f);
   pool_quad_chunks(c.g, r0, r1, [&](std::int64_t t, const std::int64_t* in, bool pair) {
     vf g = vsplit_order(vload(gy + t * (kV / 2), pair ? kV : kV / 2));  // its own inverse

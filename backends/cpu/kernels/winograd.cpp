@@ -76,17 +76,24 @@ inline void store(float* p, v16 v) { std::memcpy(p, &v, sizeof v); }
 
 /// Values p[i] for i in [lo, hi) (clamped to the vector), zeros elsewhere; never touches
 /// memory outside [lo, hi).
-inline v16 load_part(const float* p, i64 lo, i64 hi) {
-  lo = std::max<i64>(lo, 0), hi = std::min<i64>(hi, 16);
-  if (lo >= hi) return v16{};
+inline vnat loadn_part(const float* p, i64 lo, i64 hi) {
+  lo = std::max<i64>(lo, 0), hi = std::min<i64>(hi, kVL);
+  if (lo >= hi) return vnat{};
 #if CONVGRAPH_ISA_AVX512
   const auto m = static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u));
   return _mm512_maskz_loadu_ps(m, p);
 #else
-  v16 v{};
+  vnat v{};
   for (i64 i = lo; i < hi; ++i) v[i] = p[i];
   return v;
 #endif
+}
+
+/// The same for 16 lanes (inverse_filters' vectors of 16 input channels).
+inline v16 load_part(const float* p, i64 lo, i64 hi) {
+  alignas(64) float lanes[16];
+  for (int c = 0; c < 16; c += kVL) storen(lanes + c, loadn_part(p + c, lo - c, hi - c));
+  return load(lanes);
 }
 
 i64 round_up(i64 v, i64 m) { return (v + m - 1) / m * m; }
@@ -302,21 +309,6 @@ inline vnat shufn(vnat a, vnat b, vnati m) {
   vnat r;
   for (int i = 0; i < kVL; ++i) r[i] = m[i] < kVL ? a[m[i]] : b[m[i] - kVL];
   return r;
-#endif
-}
-
-/// Values p[i] for i in [lo, hi) (clamped to the vector), zeros elsewhere; never touches
-/// memory outside [lo, hi).
-inline vnat loadn_part(const float* p, i64 lo, i64 hi) {
-  lo = std::max<i64>(lo, 0), hi = std::min<i64>(hi, kVL);
-  if (lo >= hi) return vnat{};
-#if CONVGRAPH_ISA_AVX512
-  const auto m = static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u));
-  return _mm512_maskz_loadu_ps(m, p);
-#else
-  vnat v{};
-  for (i64 i = lo; i < hi; ++i) v[i] = p[i];
-  return v;
 #endif
 }
 
