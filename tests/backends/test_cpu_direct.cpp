@@ -50,6 +50,9 @@ std::vector<ConvCase> kvec_cases() {
       // Planes of several work units each: stores of whole units within one image (AVX2:
       // 8 x 8 blocks in registers) with partial pixel and channel blocks.
       make_conv_case("planes wider than a work unit", {1, 20, 23, 29}, {40, 20, 3, 3}, 1, {1, 1}),
+      // 28 (AVX2) or 55 (AVX-512) pixel runs of several channel blocks: one thread's units
+      // share their pixel set-up over the blocks, eight threads' units take one block each.
+      make_conv_case("pixel runs of several channel blocks", {2, 8, 40, 44}, {70, 8, 3, 3}, 1, {1, 1}),
       // Valid layers, whose input gradient skips the taps reading only padding per tile.
       make_conv_case("LeNet-like valid 5x5", {2, 20, 13, 12}, {24, 20, 5, 5}, "valid", {1, 1}),
       make_conv_case("3-D valid dilated", {1, 17, 6, 5, 9}, {16, 17, 2, 3, 3}, "valid", {1, 1, 1}, {2, 1, 2}),
@@ -101,7 +104,7 @@ TEST_CASE("direct: the channel-vectorised path matches the reference at every le
 TEST_CASE("direct: the channel-vectorised path is exact on integers and independent of threads",
           "[backends][conv][cpu][direct]") {
   const auto direct = make_cpu_direct_algorithm();
-  ThreadPool pool(2);
+  ThreadPool pool(2), pool8(8);
   const auto cases = kvec_cases();
   // Every 2nd case under the sanitizers (about 30x slower).
   const std::size_t step = convgraph::test::sanitized_build() ? 2 : 1;
@@ -114,6 +117,7 @@ TEST_CASE("direct: the channel-vectorised path is exact on integers and independ
       const ConvRun threaded = run_cpu_conv(*direct, p, ops, &pool);
       CHECK(max_abs_diff(threaded.out, reference_output(c.problem(dir, DType::float64), ops)) == 0.0);
       CHECK(max_abs_diff(threaded.out, run_cpu_conv(*direct, p, ops, nullptr).out) == 0.0);
+      CHECK(max_abs_diff(threaded.out, run_cpu_conv(*direct, p, ops, &pool8).out) == 0.0);
     }
 }
 

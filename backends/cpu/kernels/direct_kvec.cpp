@@ -123,17 +123,24 @@ void tile(const float* const* src, const float* w, const i64* taps, i64 T, i64 n
 /// transposed store moves whole vectors instead of one float per load and store.
 using kvec_v8 = float __attribute__((vector_size(8 * sizeof(float))));
 inline void kvec_transpose8(const float* in, i64 istride, float* out, i64 ostride) {
+  // Unrolled so r[] lives in registers: a rolled loop kept it in memory, and GCC copies 32
+  // bytes by 16-byte pieces, whose two stores then stall each 32-byte load (no forwarding).
   kvec_v8 r[8], t[8], u[8];
+#pragma GCC unroll 8
   for (int k = 0; k < 8; ++k) std::memcpy(&r[k], in + k * istride, sizeof(kvec_v8));
+#pragma GCC unroll 4
   for (int k = 0; k < 8; k += 2) {  // pairs of rows interleaved
     t[k] = __builtin_shufflevector(r[k], r[k + 1], 0, 8, 1, 9, 4, 12, 5, 13);
     t[k + 1] = __builtin_shufflevector(r[k], r[k + 1], 2, 10, 3, 11, 6, 14, 7, 15);
   }
+#pragma GCC unroll 2
   for (int k = 0; k < 8; k += 4)  // then pairs of pairs: columns c and c + 4 of 4 rows
+#pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
       u[k + 2 * h] = __builtin_shufflevector(t[k + h], t[k + h + 2], 0, 1, 8, 9, 4, 5, 12, 13);
       u[k + 2 * h + 1] = __builtin_shufflevector(t[k + h], t[k + h + 2], 2, 3, 10, 11, 6, 7, 14, 15);
     }
+#pragma GCC unroll 4
   for (int c = 0; c < 4; ++c) {  // then the two halves of the rows: columns c and c + 4
     const kvec_v8 lo = __builtin_shufflevector(u[c], u[c + 4], 0, 1, 2, 3, 8, 9, 10, 11);
     const kvec_v8 hi = __builtin_shufflevector(u[c], u[c + 4], 4, 5, 6, 7, 12, 13, 14, 15);
@@ -351,12 +358,18 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
       tlo[a].push_back(r[0]);
       thi[a].push_back(r[1]);
     }
-  parallel_over(ctx, p.G * nkb * ngroups, [&](i64 begin, i64 end) {
+  // A unit's pixel set-up (source bases, destination offsets, tap spans) serves every
+  // channel block when there are pixel runs enough to keep the threads busy without
+  // splitting the blocks (7x7 layers have a few runs: one block per unit there). Each
+  // output is the same sum either way.
+  const i64 threads = ctx.pool != nullptr ? ctx.pool->size() : 1;
+  const i64 kb_unit = p.G * ngroups >= 16 * threads ? nkb : 1, nkbu = (nkb + kb_unit - 1) / kb_unit;
+  parallel_over(ctx, p.G * nkbu * ngroups, [&](i64 begin, i64 end) {
     alignas(64) float acc[kTiles * kAcc * kL];
     const float* bases[kTiles * kAcc];
     i64 dst_off[kTiles * kAcc], tap0[kTiles * kAcc], ntap[kTiles * kAcc];
     for (i64 idx = begin; idx < end; ++idx) {
-      const i64 pg = idx % ngroups, kb = idx / ngroups % nkb, grp = idx / ngroups / nkb;
+      const i64 pg = idx % ngroups, kbu = idx / ngroups % nkbu, grp = idx / ngroups / nkbu;
       const i64 pix0 = pg * unit_pixels;
       const i64 npix = std::min(unit_pixels, pixels - pix0);
       const i64 ntiles = (npix + P - 1) / P;
@@ -383,46 +396,48 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
         tap0[i] = none ? 0 : flat(lo[0], lo[1], lo[2]);
         ntap[i] = none ? 0 : flat(hi[0] - 1, hi[1] - 1, hi[2] - 1) + 1 - tap0[i];
       }
-      const i64 d0 = kb * B;
-      const i64 nd = std::min<i64>(B, pl.ndst - d0);
-      const float* wb = packed + (grp * nkb + kb) * Q * T * B;
-      for (i64 q0 = 0; q0 < Q; q0 += qc)
-        for (i64 i = 0; i < ntiles; ++i)
-          fn(bases + i * P, wb + tap0[i] * B, tap_off.data() + tap0[i], T, ntap[i], q0, std::min(Q, q0 + qc),
-             pl.padded_numel, acc + i * P * B, q0 == 0);
-      // Transposed store: each destination channel's pixels are contiguous within an image.
-      // acc's tiles are contiguous: pixel j's channel dd is at j * B + dd. One channel at
-      // a time, so the stores run along one output plane (strided loads from L1 are
-      // cheap; stores spread over 16-64 planes stalled on their misses), with no staging
-      // copy and no memcpy call per short run.
       const bool one_image = dst_off[npix - 1] - dst_off[0] == npix - 1;
-      i64 jv = 0, dv = 0;  // pixels and channels stored as whole 8 x 8 blocks
+      for (i64 kb = kbu * kb_unit; kb < std::min(nkb, (kbu + 1) * kb_unit); ++kb) {
+        const i64 d0 = kb * B;
+        const i64 nd = std::min<i64>(B, pl.ndst - d0);
+        const float* wb = packed + (grp * nkb + kb) * Q * T * B;
+        for (i64 q0 = 0; q0 < Q; q0 += qc)
+          for (i64 i = 0; i < ntiles; ++i)
+            fn(bases + i * P, wb + tap0[i] * B, tap_off.data() + tap0[i], T, ntap[i], q0, std::min(Q, q0 + qc),
+               pl.padded_numel, acc + i * P * B, q0 == 0);
+        // Transposed store: each destination channel's pixels are contiguous within an image.
+        // acc's tiles are contiguous: pixel j's channel dd is at j * B + dd. One channel at
+        // a time, so the stores run along one output plane (strided loads from L1 are
+        // cheap; stores spread over 16-64 planes stalled on their misses), with no staging
+        // copy and no memcpy call per short run.
+        i64 jv = 0, dv = 0;  // pixels and channels stored as whole 8 x 8 blocks
 #if CONVGRAPH_ISA_AVX2
-      if (kL == 8 && one_image) {  // AVX2; AVX-512 keeps the scalar store
-        jv = npix / 8 * 8, dv = nd / 8 * 8;
-        for (i64 dd = 0; dd < dv; dd += 8)
-          for (i64 j = 0; j < jv; j += 8)
-            kvec_transpose8(acc + j * B + dd, B, dst + (grp * pl.ndst + d0 + dd) * pl.dst_numel + dst_off[0] + j,
-                            pl.dst_numel);
-      }
-#endif
-      for (i64 dd = 0; dd < nd; ++dd) {
-        const i64 ch = grp * pl.ndst + d0 + dd;
-        float* dc = dst + ch * pl.dst_numel;
-        const float* col = acc + dd;
-        if (one_image) {
-          float* run = dc + dst_off[0];
-          for (i64 j = dd < dv ? jv : 0; j < npix; ++j) run[j] = col[j * B];
-        } else {
-          for (i64 j = 0; j < npix; ++j) dc[dst_off[j]] = col[j * B];
+        if (kL == 8 && one_image) {  // AVX2; AVX-512 keeps the scalar store
+          jv = npix / 8 * 8, dv = nd / 8 * 8;
+          for (i64 dd = 0; dd < dv; dd += 8)
+            for (i64 j = 0; j < jv; j += 8)
+              kvec_transpose8(acc + j * B + dd, B, dst + (grp * pl.ndst + d0 + dd) * pl.dst_numel + dst_off[0] + j,
+                              pl.dst_numel);
         }
-        if (pl.grad_inputs || t.epilogue.empty()) continue;
-        for (i64 j = 0; j < npix;) {  // the epilogue on each run of one image
-          i64 e = j + 1;
-          while (e < npix && dst_off[e] == dst_off[e - 1] + 1) ++e;
-          const i64 at = ch * pl.dst_numel + dst_off[j];
-          conv_epilogue_run(t.epilogue, dst + at, at, ch, e - j);
-          j = e;
+#endif
+        for (i64 dd = 0; dd < nd; ++dd) {
+          const i64 ch = grp * pl.ndst + d0 + dd;
+          float* dc = dst + ch * pl.dst_numel;
+          const float* col = acc + dd;
+          if (one_image) {
+            float* run = dc + dst_off[0];
+            for (i64 j = dd < dv ? jv : 0; j < npix; ++j) run[j] = col[j * B];
+          } else {
+            for (i64 j = 0; j < npix; ++j) dc[dst_off[j]] = col[j * B];
+          }
+          if (pl.grad_inputs || t.epilogue.empty()) continue;
+          for (i64 j = 0; j < npix;) {  // the epilogue on each run of one image
+            i64 e = j + 1;
+            while (e < npix && dst_off[e] == dst_off[e - 1] + 1) ++e;
+            const i64 at = ch * pl.dst_numel + dst_off[j];
+            conv_epilogue_run(t.epilogue, dst + at, at, ch, e - j);
+            j = e;
+          }
         }
       }
     }
