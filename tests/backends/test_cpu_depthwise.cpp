@@ -51,6 +51,8 @@ std::vector<ConvCase> targeted_cases() {
       dw_case(2, 2, 6, 1, {15, 33}, {3, 3}, 1, {2, 2}, {1, 1}, false),
       dw_case(2, 1, 3, 2, {14, 19}, {3, 3}, Pairs{{0, 2}, {3, 1}}, {2, 3}, {1, 1}, true),
       dw_case(2, 2, 4, 1, {20, 37}, {3, 3}, 2, {1, 1}, {2, 2}, false),
+      // Stride == dilation vertically: grad weights' row-pair 3x3 path with rows 2 apart.
+      dw_case(2, 2, 3, 2, {19, 23}, {3, 3}, 2, {2, 1}, {2, 1}, true),
       dw_case(2, 1, 3, 3, {13, 29}, {5, 3}, Pairs{{1, 3}, {2, 0}}, {3, 2}, {2, 3}, true),
       dw_case(2, 2, 3, 1, {8, 8}, {4, 2}, "full", {1, 1}, {1, 1}, false),
       dw_case(2, 1, 2, 2, {5, 6}, {5, 7}, "full", {2, 2}, {1, 1}, true),
