@@ -17,7 +17,8 @@
 //      phases, so the 6 taps of 16 neighbouring tiles are 6 contiguous vector loads; the
 //      6x6 transform B^T d B runs on 16 tiles at once; V[e][ci][tile] (e = 36 positions).
 //   2. 36 GEMMs M_e = U_e V_e over channels, with a 6 x 64 register-blocked kernel; U (the
-//      transformed filter) is packed for it once per run.
+//      transformed filter) is packed for it once per run, or (one block: each filter chunk
+//      used once) chunk by chunk in the task's slot, just before its GEMMs.
 //   3. output transform A^T M A on 16 tiles at once, re-interleaved to rows and stored.
 // Vectors are GCC vector extensions (16 floats): one AVX-512 register at the avx512 level,
 // split by the compiler at the others. The algorithm class is in ../conv_winograd.cpp.
@@ -130,8 +131,13 @@ struct Job {
   i64 Q = 0;                           ///< phase-line length
   i64 ve = 0, me = 0;                  ///< plane strides of V [e][ci][ts] and M [e][co][ts]
   int slots = 1;
+  /// One block (small images, small batch): each filter chunk is used by one task only, so
+  /// the task transforms it into its slot (uc_off, e-stride uce) right before its GEMMs,
+  /// instead of all of U up front: on resnet_3x3_7 (512 x 512 channels) U is 38 MB, written
+  /// to memory and read back, about 40% of the run on AVX2.
+  bool fused_filters = false;
   // Workspace (float offsets).
-  i64 u_off = 0, slot_off = 0, slot_size = 0, v_off = 0, m_off = 0, line_off = 0, total = 0;
+  i64 u_off = 0, slot_off = 0, slot_size = 0, v_off = 0, m_off = 0, line_off = 0, uc_off = 0, uce = 0, total = 0;
 
   explicit Job(const ConvProblem& p) {
     grad = p.direction == ConvDirection::grad_inputs;
@@ -182,7 +188,8 @@ struct Job {
   void layout() {
     ts = tbp + 16;  // one vector of slack: a tile row's last vector may spill past tbp
     u_off = 0;
-    const i64 u = G * kE * kop * Ci;
+    fused_filters = blocks == 1;
+    const i64 u = fused_filters ? 0 : G * kE * kop * Ci;
     slot_off = static_cast<i64>(align_bytes(static_cast<std::size_t>(u) * 4) / 4);
     v_off = 0;
     // The 36 planes of V and of M are written (V) and read (M) together, one vector from
@@ -190,7 +197,9 @@ struct Job {
     ve = Ci * ts + 16, me = std::min<i64>(kop, kChunkKb * kMR) * ts + 16;
     m_off = static_cast<i64>(align_bytes(static_cast<std::size_t>(kE * ve) * 4) / 4);
     line_off = m_off + static_cast<i64>(align_bytes(static_cast<std::size_t>(kE * me) * 4) / 4);
-    slot_size = line_off + static_cast<i64>(align_bytes(static_cast<std::size_t>((kAlpha + 2) * 4 * Q) * 4) / 4);
+    uc_off = line_off + static_cast<i64>(align_bytes(static_cast<std::size_t>((kAlpha + 2) * 4 * Q) * 4) / 4);
+    uce = fused_filters ? std::min<i64>(kop, kChunkKb * kMR) * Ci + 16 : 0;  // + 16: off multiples of 4 KiB
+    slot_size = uc_off + static_cast<i64>(align_bytes(static_cast<std::size_t>(kE * uce) * 4) / 4);
     total = slot_off + slots * slot_size;
   }
 
@@ -232,57 +241,66 @@ inline void g3(const V v[3], V o[6]) {
   o[5] = v[2];
 }
 
-void transform_filters(const ConvProblem& p, const Job& j, const float* w, float* U, ThreadPool* pool) {
-  const i64 Kg = p.Kg(), Cg = p.Cg(), nkb = j.kop / kMR;
+/// Transforms the filters of group gr, output channels kb * kMR .. + kMR, into their packed
+/// place: U_e's row block at dst + e * estride (its 16-channel chunk c0 at + c0 * kMR).
+void transform_filter_block(const ConvProblem& p, const Job& j, const float* w, i64 gr, i64 kb, float* dst0,
+                            i64 estride) {
+  const i64 Kg = p.Kg(), Cg = p.Cg();
   const bool rot = p.flip != j.grad;  // grad_inputs uses the filter rotated by 180 degrees
   constexpr int kLanes = 16 * kMR;    // (ci, r) pairs of one chunk, in U's packed order
-  // Task = (group, block of kMR output channels). A chunk of 16 input channels is 96
-  // filters stored contiguously in every U_e, so the taps are first gathered into that
-  // order, then transformed 16 filters per vector and stored as whole vectors.
-  auto body = [&](i64 t0, i64 t1) {
-    alignas(64) float g[9][kLanes];
-    for (i64 task = t0; task < t1; ++task) {
-      const i64 gr = task / nkb, kb = task % nkb;
-      for (i64 c0 = 0; c0 < j.Ci; c0 += 16) {
-        const i64 cnt = std::min<i64>(16, j.Ci - c0);
-        for (i64 l = 0; l < 16; ++l)
-          for (int r = 0; r < kMR; ++r) {
-            const i64 ci = c0 + l, co = kb * kMR + r;
-            const int lane = static_cast<int>(l) * kMR + r;
-            if (l >= cnt || co >= j.Co) {
-              for (int tap = 0; tap < 9; ++tap) g[tap][lane] = 0.0f;
-              continue;
-            }
-            // forward: w[k = gr*Kg + co][c = ci]; grad_inputs: w[k = gr*Kg + ci][c = co]; 3D:
-            // depth slice t (reversed when flipping, as the taps are on the other axes).
-            const i64 cc = ci / j.kd, t = p.flip ? j.kd - 1 - ci % j.kd : ci % j.kd;
-            const i64 k = gr * Kg + (j.grad ? cc : co), c = j.grad ? co : cc;
-            const float* wk = w + ((k * Cg + c) * j.kd + t) * 9;
-            for (int tap = 0; tap < 9; ++tap) g[tap][lane] = wk[rot ? 8 - tap : tap];
-          }
-        for (int v = 0; v < kMR; ++v) {
-          v16 t[3][6];  // t[b]: G applied to filter column b
-          for (int b = 0; b < 3; ++b) {
-            const v16 col[3] = {load(g[b] + 16 * v), load(g[3 + b] + 16 * v), load(g[6 + b] + 16 * v)};
-            g3(col, t[b]);
-          }
-          for (int e0 = 0; e0 < 6; ++e0) {
-            const v16 row[3] = {t[0][e0], t[1][e0], t[2][e0]};
-            v16 u[6];
-            g3(row, u);
-            for (int e1 = 0; e1 < 6; ++e1) {
-              float* dst = U + (((gr * kE + e0 * 6 + e1) * nkb + kb) * j.Ci + c0) * kMR + 16 * v;
-              if (16 * (v + 1) <= cnt * kMR) {
-                store(dst, u[e1]);
-              } else if (16 * v < cnt * kMR) {
-                alignas(64) float tmp[16];
-                store(tmp, u[e1]);
-                std::memcpy(dst, tmp, static_cast<std::size_t>(cnt * kMR - 16 * v) * sizeof(float));
-              }
-            }
+  // A chunk of 16 input channels is 96 filters stored contiguously in every U_e, so the
+  // taps are first gathered into that order, then transformed 16 filters per vector and
+  // stored as whole vectors.
+  alignas(64) float g[9][kLanes];
+  for (i64 c0 = 0; c0 < j.Ci; c0 += 16) {
+    const i64 cnt = std::min<i64>(16, j.Ci - c0);
+    for (i64 l = 0; l < 16; ++l)
+      for (int r = 0; r < kMR; ++r) {
+        const i64 ci = c0 + l, co = kb * kMR + r;
+        const int lane = static_cast<int>(l) * kMR + r;
+        if (l >= cnt || co >= j.Co) {
+          for (int tap = 0; tap < 9; ++tap) g[tap][lane] = 0.0f;
+          continue;
+        }
+        // forward: w[k = gr*Kg + co][c = ci]; grad_inputs: w[k = gr*Kg + ci][c = co]; 3D:
+        // depth slice t (reversed when flipping, as the taps are on the other axes).
+        const i64 cc = ci / j.kd, t = p.flip ? j.kd - 1 - ci % j.kd : ci % j.kd;
+        const i64 k = gr * Kg + (j.grad ? cc : co), c = j.grad ? co : cc;
+        const float* wk = w + ((k * Cg + c) * j.kd + t) * 9;
+        for (int tap = 0; tap < 9; ++tap) g[tap][lane] = wk[rot ? 8 - tap : tap];
+      }
+    for (int v = 0; v < kMR; ++v) {
+      v16 t[3][6];  // t[b]: G applied to filter column b
+      for (int b = 0; b < 3; ++b) {
+        const v16 col[3] = {load(g[b] + 16 * v), load(g[3 + b] + 16 * v), load(g[6 + b] + 16 * v)};
+        g3(col, t[b]);
+      }
+      for (int e0 = 0; e0 < 6; ++e0) {
+        const v16 row[3] = {t[0][e0], t[1][e0], t[2][e0]};
+        v16 u[6];
+        g3(row, u);
+        for (int e1 = 0; e1 < 6; ++e1) {
+          float* dst = dst0 + (e0 * 6 + e1) * estride + c0 * kMR + 16 * v;
+          if (16 * (v + 1) <= cnt * kMR) {
+            store(dst, u[e1]);
+          } else if (16 * v < cnt * kMR) {
+            alignas(64) float tmp[16];
+            store(tmp, u[e1]);
+            std::memcpy(dst, tmp, static_cast<std::size_t>(cnt * kMR - 16 * v) * sizeof(float));
           }
         }
       }
+    }
+  }
+}
+
+/// All of U, packed as U[gr][e][kb][ci][kMR], one task per (group, kb).
+void transform_filters(const ConvProblem& p, const Job& j, const float* w, float* U, ThreadPool* pool) {
+  const i64 nkb = j.kop / kMR;
+  auto body = [&](i64 t0, i64 t1) {
+    for (i64 task = t0; task < t1; ++task) {
+      const i64 gr = task / nkb, kb = task % nkb;
+      transform_filter_block(p, j, w, gr, kb, U + (gr * kE * nkb + kb) * j.Ci * kMR, nkb * j.Ci * kMR);
     }
   };
   const i64 n = j.G * nkb;
@@ -432,7 +450,8 @@ void gemm_cols(const Job& j, const float* u, const float* Ve, float* m, i64 nvec
   }
 }
 
-/// Row blocks [kb0, kb1) of M_e; M_e's row 0 is output channel kb0 * kMR.
+/// Row blocks [kb0, kb1) of M_e; M_e's row 0 is output channel kb0 * kMR, and Ue points at
+/// U_e's row block kb0.
 void gemm_e(const Job& j, const float* Ue, const float* Ve, float* Me, i64 kb0, i64 kb1) {
   const i64 nvec = j.tbp / 16;
   // Narrow tile blocks take more rows, where the registers allow (AVX-512 only).
@@ -440,7 +459,7 @@ void gemm_e(const Job& j, const float* Ue, const float* Ve, float* Me, i64 kb0, 
   i64 kb = kb0;
   auto at = [&](i64 b, auto tag) {
     constexpr int NB = decltype(tag)::value;
-    gemm_cols<NB>(j, Ue + b * j.Ci * kMR, Ve, Me + (b - kb0) * kMR * j.ts, nvec);
+    gemm_cols<NB>(j, Ue + (b - kb0) * j.Ci * kMR, Ve, Me + (b - kb0) * kMR * j.ts, nvec);
   };
   if (nb == 4)
     for (; kb + 4 <= kb1; kb += 4) at(kb, std::integral_constant<int, 4>{});
@@ -513,7 +532,8 @@ void run_winograd(const ConvProblem& p, const ConvTensors& t, const ConvContext&
   float* dst = static_cast<float*>(j.grad ? t.x : t.y);
   float* U = ws + j.u_off;
   ThreadPool* pool = ctx.pool;
-  transform_filters(p, j, static_cast<const float*>(t.w), U, pool);
+  const auto* w = static_cast<const float*>(t.w);
+  if (!j.fused_filters) transform_filters(p, j, w, U, pool);
 
   // Few blocks (small batch and image): also split the output channels over tasks, each
   // repeating its block's input transform, so every thread has work.
@@ -531,9 +551,11 @@ void run_winograd(const ConvProblem& p, const ConvTensors& t, const ConvContext&
       LineCache cache;
       cache.lines = S + j.line_off;
       cache.zeros = cache.lines + kAlpha * 4 * j.Q;
+      float* Uc = S + j.uc_off;
       // Zero V and M once: lanes past a block's last tile go through the GEMM and the
-      // output transform but are never stored; zeros keep them finite.
-      std::memset(S, 0, static_cast<std::size_t>(j.slot_size) * sizeof(float));
+      // output transform but are never stored; zeros keep them finite. (Uc is written whole
+      // before every use.)
+      std::memset(S, 0, static_cast<std::size_t>(j.uc_off) * sizeof(float));
       for (i64 task = next.fetch_add(1); task < ntasks; task = next.fetch_add(1)) {
         const i64 part = task % parts, gr = task / parts / j.blocks, blk = task / parts % j.blocks;
         const i64 r0 = blk * j.R, r1 = std::min(j.rows, r0 + j.R);
@@ -548,8 +570,13 @@ void run_winograd(const ConvProblem& p, const ConvTensors& t, const ConvContext&
         const i64 nkb = std::min(j.kop / kMR, (part + 1) * per_part * kChunkKb);
         for (i64 kb0 = part * per_part * kChunkKb; kb0 < nkb; kb0 += kChunkKb) {
           const i64 kb1 = std::min(nkb, kb0 + kChunkKb);
-          for (int e = 0; e < kE; ++e)
-            gemm_e(j, U + (gr * kE + e) * j.kop * j.Ci, V + e * j.ve, M + e * j.me, kb0, kb1);
+          if (j.fused_filters) {
+            for (i64 kb = kb0; kb < kb1; ++kb) transform_filter_block(p, j, w, gr, kb, Uc + (kb - kb0) * j.Ci * kMR, j.uce);
+            for (int e = 0; e < kE; ++e) gemm_e(j, Uc + e * j.uce, V + e * j.ve, M + e * j.me, kb0, kb1);
+          } else {
+            for (int e = 0; e < kE; ++e)
+              gemm_e(j, U + (gr * kE + e) * j.kop * j.Ci + kb0 * j.Ci * kMR, V + e * j.ve, M + e * j.me, kb0, kb1);
+          }
           for (i64 co = kb0 * kMR; co < std::min(j.Co, kb1 * kMR); ++co)
             for (i64 r = r0; r < r1; ++r) {
               const i64 ty = r % j.th;
@@ -760,6 +787,9 @@ std::size_t winograd_workspace_bytes(const ConvProblem& p) {
   const Job j(p);
   const i64 total = p.direction == ConvDirection::grad_weights ? GwPlan(p, j).total : j.total;
   return static_cast<std::size_t>(total) * sizeof(float);
+}
+bool winograd_fused_filters(const ConvProblem& p) {
+  return p.ndim >= 2 && p.direction != ConvDirection::grad_weights && Job(p).fused_filters;
 }
 void winograd_run(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) {
   if (p.direction == ConvDirection::grad_weights) run_grad_weights(p, t, ctx);
