@@ -20,7 +20,6 @@
 namespace convgraph {
 namespace cpu {
 CONVGRAPH_ISA_DECLARE(std::size_t winograd_workspace_bytes(const ConvProblem& p))
-CONVGRAPH_ISA_DECLARE(bool winograd_fused_filters(const ConvProblem& p))
 CONVGRAPH_ISA_DECLARE(void winograd_run(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx))
 }  // namespace cpu
 
@@ -185,11 +184,8 @@ class WinogradConv final : public ConvAlgorithm {
     const double per_tile = 36.0 * static_cast<double>((c_in + c_out) * p.G);  // V and M (D) elements
     // The transformed filter (grad weights: its transform-domain sums), 36 x c_in x c_out,
     // goes out to memory once (38 MB on 512 channels, as much as the GEMM's time on 7x7
-    // images); the GEMM streams it back in under its arithmetic. Unless one block of tiles
-    // takes the whole batch: then each task transforms its filter chunks in cache (the
-    // same at every level).
-    const double filter_bytes =
-        CONVGRAPH_ISA_ANY(winograd_fused_filters)(p) ? 0.0 : 4.0 * 36 * static_cast<double>(c_in * c_out * p.G);
+    // images); the GEMM streams it back in under its arithmetic.
+    const double filter_bytes = 4.0 * 36 * static_cast<double>(c_in * c_out * p.G);
     const double flops = m.flops_per_s();
     // grad_weights' GEMMs run on sgemm; forward and grad inputs on this algorithm's own
     // kernel, whose 6 x 16 register block loses little to a short channel reduction, and

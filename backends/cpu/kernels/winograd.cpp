@@ -788,9 +788,6 @@ std::size_t winograd_workspace_bytes(const ConvProblem& p) {
   const i64 total = p.direction == ConvDirection::grad_weights ? GwPlan(p, j).total : j.total;
   return static_cast<std::size_t>(total) * sizeof(float);
 }
-bool winograd_fused_filters(const ConvProblem& p) {
-  return p.ndim >= 2 && p.direction != ConvDirection::grad_weights && Job(p).fused_filters;
-}
 void winograd_run(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) {
   if (p.direction == ConvDirection::grad_weights) run_grad_weights(p, t, ctx);
   else run_winograd(p, t, ctx);
