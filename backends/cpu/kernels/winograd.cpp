@@ -254,39 +254,43 @@ void transform_filter_block(const ConvProblem& p, const Job& j, const float* w, 
   alignas(64) float g[9][kLanes];
   for (i64 c0 = 0; c0 < j.Ci; c0 += 16) {
     const i64 cnt = std::min<i64>(16, j.Ci - c0);
-    for (i64 l = 0; l < 16; ++l)
+    for (i64 l = 0; l < 16; ++l) {
+      const i64 ci = c0 + l;
+      // 3D: depth slice t (reversed when flipping, as the taps are on the other axes).
+      const i64 cc = ci / j.kd, t = p.flip ? j.kd - 1 - ci % j.kd : ci % j.kd;
       for (int r = 0; r < kMR; ++r) {
-        const i64 ci = c0 + l, co = kb * kMR + r;
+        const i64 co = kb * kMR + r;
         const int lane = static_cast<int>(l) * kMR + r;
         if (l >= cnt || co >= j.Co) {
           for (int tap = 0; tap < 9; ++tap) g[tap][lane] = 0.0f;
           continue;
         }
-        // forward: w[k = gr*Kg + co][c = ci]; grad_inputs: w[k = gr*Kg + ci][c = co]; 3D:
-        // depth slice t (reversed when flipping, as the taps are on the other axes).
-        const i64 cc = ci / j.kd, t = p.flip ? j.kd - 1 - ci % j.kd : ci % j.kd;
+        // forward: w[k = gr*Kg + co][c = ci]; grad_inputs: w[k = gr*Kg + ci][c = co].
         const i64 k = gr * Kg + (j.grad ? cc : co), c = j.grad ? co : cc;
         const float* wk = w + ((k * Cg + c) * j.kd + t) * 9;
         for (int tap = 0; tap < 9; ++tap) g[tap][lane] = wk[rot ? 8 - tap : tap];
       }
-    for (int v = 0; v < kMR; ++v) {
-      v16 t[3][6];  // t[b]: G applied to filter column b
+    }
+    // In native vectors: 16-float ones spilled most of their 18 intermediates on AVX2.
+    const i64 lanes = cnt * kMR;
+    for (int v = 0; v * kVL < kLanes; ++v) {
+      vnat t[3][6];  // t[b]: G applied to filter column b
       for (int b = 0; b < 3; ++b) {
-        const v16 col[3] = {load(g[b] + 16 * v), load(g[3 + b] + 16 * v), load(g[6 + b] + 16 * v)};
+        const vnat col[3] = {loadn(g[b] + kVL * v), loadn(g[3 + b] + kVL * v), loadn(g[6 + b] + kVL * v)};
         g3(col, t[b]);
       }
       for (int e0 = 0; e0 < 6; ++e0) {
-        const v16 row[3] = {t[0][e0], t[1][e0], t[2][e0]};
-        v16 u[6];
+        const vnat row[3] = {t[0][e0], t[1][e0], t[2][e0]};
+        vnat u[6];
         g3(row, u);
         for (int e1 = 0; e1 < 6; ++e1) {
-          float* dst = dst0 + (e0 * 6 + e1) * estride + c0 * kMR + 16 * v;
-          if (16 * (v + 1) <= cnt * kMR) {
-            store(dst, u[e1]);
-          } else if (16 * v < cnt * kMR) {
-            alignas(64) float tmp[16];
-            store(tmp, u[e1]);
-            std::memcpy(dst, tmp, static_cast<std::size_t>(cnt * kMR - 16 * v) * sizeof(float));
+          float* dst = dst0 + (e0 * 6 + e1) * estride + c0 * kMR + kVL * v;
+          if (kVL * (v + 1) <= lanes) {
+            storen(dst, u[e1]);
+          } else if (kVL * v < lanes) {
+            alignas(64) float tmp[kVL];
+            storen(tmp, u[e1]);
+            std::memcpy(dst, tmp, static_cast<std::size_t>(lanes - kVL * v) * sizeof(float));
           }
         }
       }
