@@ -16,6 +16,7 @@
 #include <iterator>
 #include <limits>
 #include <random>
+#include <utility>
 
 using namespace convgraph;
 using convgraph::test::distinct_tensor;
@@ -192,6 +193,11 @@ TEST_CASE("pool nd: large inputs take the parallel row and plane paths, float32"
   CHECK(check_against_reference({4, 16, 31, 29}, options({3, 3}, {2, 2}, {1, 1}, true, true), DType::float32, 45));
   CHECK(check_against_reference({16, 40, 97}, options({3}, {2}, {1}, true), DType::float64, 46));
   CHECK(check_against_reference({16, 40, 96}, options({2}, {}, {}, true), DType::float32, 47));
+  // 3x3 windows of stride 2 (float32: the shared-row path; tasks start mid-plane), and float64.
+  CHECK(check_against_reference({8, 16, 33, 34}, options({3, 3}, {2, 2}, {}, false), DType::float32, 48));
+  CHECK(check_against_reference({4, 16, 32, 32}, options({3, 3}, {2, 2}, {1, 1}, true), DType::float32, 49));
+  CHECK(check_against_reference({4, 16, 31, 29}, options({3, 3}, {2, 2}, {1, 1}, true), DType::float64, 50));
+  CHECK(check_against_reference({4, 16, 32, 30}, options({3, 3}, {2, 2}, {}, true, true), DType::float64, 51));
 }
 
 TEST_CASE("pool nd: defaults, int dtypes, ties and NaN", "[ops][pool]") {
@@ -308,6 +314,17 @@ TEST_CASE("pool nd: float32 vector paths at every CPU level: ties, signed zeros,
       {{2, 3, 4, 48}, options({2, 2}, {}, {}, true)},              // several chunks a row, pairs across rows
       {{5, 2, 16}, options({2, 2}, {}, {}, true)},                 // one output row a plane
       {{3, 1, 6, 8}, options({2, 2}, {}, {}, false)},              // ceil mode that tiles exactly
+      // 3x3 windows of stride 2: each input row folded once, rows and columns shared by
+      // two windows; the gradient sums them in registers, padding 0 or 1 on each axis
+      {{2, 2, 8, 32}, options({3, 3}, {2, 2}, {1, 1}, true)},      // whole vectors, a padded first column
+      {{1, 2, 9, 65}, options({3, 3}, {2, 2}, {1, 1}, true)},      // odd sizes: a clipped last row and column
+      {{2, 2, 8, 16}, options({3, 3}, {2, 2}, {}, true)},          // no padding: an uncovered last row and column
+      {{2, 2, 9, 47}, options({3, 3}, {2, 2}, {}, false)},         // ceil mode: clipped last windows
+      {{2, 2, 10, 40}, options({3, 3}, {2, 2}, {0, 1}, true, true)},  // padding on one axis only
+      {{2, 2, 7, 23}, options({3, 3}, {2, 2}, {1, 0}, true)},
+      {{3, 4, 1}, options({3, 3}, {2, 2}, {1, 1}, true, true)},    // one column: both side columns missing
+      {{2, 3, 2, 2}, options({3, 3}, {2, 2}, {}, false)},          // one window, its last row and column missing
+      {{2, 5, 3}, options({3, 3}, {2, 2}, {1, 1}, true)},
   };
   int checked = 0;
   for (CpuIsa level : convgraph::testing::runnable_cpu_levels()) {
@@ -363,16 +380,20 @@ TEST_CASE("pool nd: float32 vector paths at every CPU level: ties, signed zeros,
   CHECK(checked >= 20);
 }
 
-TEST_CASE("pool nd: relu's fused gradient on the 2x2 stream at every CPU level, same bits as unfused",
+TEST_CASE("pool nd: relu's fused gradient on the 2x2 stream and 3x3 stride 2 at every CPU level, same bits as unfused",
           "[ops][pool][isa]") {
   // The fused op masks gy where its window's maximum is not > 0 (NaN, zeros of both signs,
   // negatives); it must give exactly where(x > 0, max_pool_grad, 0).
+  const PoolOptions w2 = options({2, 2}, {}, {}, true), w3 = options({3, 3}, {2, 2}, {1, 1}, true),
+                    w3_ceil = options({3, 3}, {2, 2}, {}, false);
+  const std::vector<std::pair<Shape, PoolOptions>> cases = {
+      {{1, 3, 2, 24}, w2}, {{2, 3, 4, 48}, w2}, {{3, 4, 8, 8}, w2}, {{2, 3, 8, 32}, w3}, {{2, 2, 9, 37}, w3_ceil},
+  };
   for (CpuIsa level : convgraph::testing::runnable_cpu_levels()) {
     ScopedCpuIsa scope(level);
     std::mt19937 rng(83);
-    for (const Shape& shape : {Shape{1, 3, 2, 24}, Shape{2, 3, 4, 48}, Shape{3, 4, 8, 8}}) {
-      INFO(cpu_isa_name(level) << " " << shape_to_string(shape));
-      const PoolOptions o = options({2, 2}, {}, {}, true);
+    for (const auto& [shape, o] : cases) {
+      INFO(cpu_isa_name(level) << " " << shape_to_string(shape) << " " << describe(o));
       Tensor x(DType::float64, shape);
       for (std::int64_t i = 0; i < x.numel(); ++i) {
         const unsigned r = static_cast<unsigned>(rng() % 5);

@@ -1013,6 +1013,368 @@ void pool_quad_backward(const Plan<float>& c, const float* x, const float* gy, f
   });
 }
 
+
+// ---- float32 windows of 3 with stride 2 on rows and columns, padding 0 or 1 on each (the
+// overlapping pooling of most networks; depth, if any, untouched). Output row i reads input
+// rows 2i - pad .. 2i - pad + 2, so an input row is shared by two output rows and a column
+// by two windows. Each input row is folded along its columns once, kV windows a step:
+// window columns 0, 1 and 2 are the even and odd columns of two vector pairs (the second
+// pair one column on), in the split order, with masked loads where a chunk leaves the row.
+// An output row then folds its three rows' results in order (row-major: the first maximum
+// and the sums of fold_interior). The row it shares with the next output row keeps, in a
+// per-chunk buffer, its fold (forward, max's gradient) and its part of the gradient so far.
+// The gradient writes every input element once, its windows' shares summed in registers in
+// the windows' order (row-major), the order of the general path, so max's bits match it.
+
+#if CONVGRAPH_ISA_AVX512
+/// Lanes whose column within the chunk (in the split order) is in [a, b), 0 <= a, b <= kV.
+inline vmask pool_w3_cols(int a, int b) { return static_cast<__mmask16>(lanes(b) & ~lanes(a)); }
+/// Lanes [a, b) of p, zeros elsewhere (nothing outside read).
+inline vf pool_w3_load(const float* p, int a, int b) { return _mm512_maskz_loadu_ps(pool_w3_cols(a, b), p); }
+/// Each column takes the one before (column 0 the last); join: column 0 from `prev`.
+inline vf pool_w3_rot_right(vf v) {
+  return _mm512_permutexvar_ps(_mm512_setr_epi32(15, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14), v);
+}
+inline vf pool_w3_join_right(vf rot, vf prev) { return _mm512_mask_blend_ps(0x0001, rot, prev); }
+/// Each column takes the one after (the last column 0); join: the last column from `next`.
+inline vf pool_w3_rot_left(vf v) {
+  return _mm512_permutexvar_ps(_mm512_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0), v);
+}
+inline vf pool_w3_join_left(vf rot, vf next) { return _mm512_mask_blend_ps(static_cast<__mmask16>(0x8000), rot, next); }
+#elif CONVGRAPH_ISA_AVX2
+// The split order holds columns [0 1 4 5 2 3 6 7].
+inline vmask pool_w3_cols(int a, int b) {
+  const __m256i col = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+  return _mm256_castsi256_ps(
+      _mm256_and_si256(_mm256_cmpgt_epi32(col, _mm256_set1_epi32(a - 1)), _mm256_cmpgt_epi32(_mm256_set1_epi32(b), col)));
+}
+inline vf pool_w3_load(const float* p, int a, int b) {
+  if (a == 0 && b == kV) return vload_full(p);
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_maskload_ps(
+      p, _mm256_and_si256(_mm256_cmpgt_epi32(lane, _mm256_set1_epi32(a - 1)), _mm256_cmpgt_epi32(_mm256_set1_epi32(b), lane)));
+}
+inline vf pool_w3_rot_right(vf v) { return _mm256_permutevar8x32_ps(v, _mm256_setr_epi32(7, 0, 5, 2, 1, 4, 3, 6)); }
+inline vf pool_w3_join_right(vf rot, vf prev) { return _mm256_blend_ps(rot, prev, 0x01); }
+inline vf pool_w3_rot_left(vf v) { return _mm256_permutevar8x32_ps(v, _mm256_setr_epi32(1, 4, 3, 6, 5, 2, 7, 0)); }
+inline vf pool_w3_join_left(vf rot, vf next) { return _mm256_blend_ps(rot, next, 0x80); }
+#else
+inline vmask pool_w3_cols(int a, int b) {
+  const __m128i col = _mm_setr_epi32(0, 1, 2, 3);
+  return _mm_castsi128_ps(_mm_and_si128(_mm_cmpgt_epi32(col, _mm_set1_epi32(a - 1)), _mm_cmpgt_epi32(_mm_set1_epi32(b), col)));
+}
+inline vf pool_w3_load(const float* p, int a, int b) {
+  if (a == 0 && b == kV) return vload_full(p);
+  alignas(16) float buf[kV] = {};
+  for (int i = a; i < b; ++i) buf[i] = p[i];
+  return vload_full(buf);
+}
+inline vf pool_w3_rot_right(vf v) { return _mm_shuffle_ps(v, v, _MM_SHUFFLE(2, 1, 0, 3)); }
+inline vf pool_w3_join_right(vf rot, vf prev) { return _mm_move_ss(rot, prev); }
+inline vf pool_w3_rot_left(vf v) { return _mm_shuffle_ps(v, v, _MM_SHUFFLE(0, 3, 2, 1)); }
+inline vf pool_w3_join_left(vf rot, vf next) { return vsel(pool_w3_cols(kV - 1, kV), next, rot); }
+#endif
+
+/// v clamped to [0, kV].
+inline int pool_w3_clamp(std::int64_t v) { return static_cast<int>(v < 0 ? 0 : v > kV ? kV : v); }
+
+/// v where m, else +0 (a bitwise and, cheaper than a blend).
+inline vf pool_w3_keep(vmask m, vf v) {
+#if CONVGRAPH_ISA_AVX512
+  return _mm512_maskz_mov_ps(m, v);
+#elif CONVGRAPH_ISA_AVX2
+  return _mm256_and_ps(m, v);
+#else
+  return _mm_and_ps(m, v);
+#endif
+}
+
+/// Whether the plan takes the w3 s2 path: every window's middle row and column lie inside
+/// the input (always but for a 1-wide axis in ceil mode).
+bool pool_w3_takes(const Plan<float>& c) {
+  const PoolParams& p = c.p;
+  const PoolGeometry& g = c.g;
+  return p.window[0] == 1 && p.stride[0] == 1 && p.pad[0] == 0 && p.window[1] == 3 && p.stride[1] == 2 &&
+         p.window[2] == 3 && p.stride[2] == 2 && p.pad[1] <= 1 && p.pad[2] <= 1 && 2 * (g.oh - 1) - p.pad[1] + 1 < g.h &&
+         2 * (g.ow - 1) - p.pad[2] + 1 < g.w && g.oh * g.ow > 0;
+}
+
+/// How a chunk's loads meet the row: all inside; only the first lane of the first load
+/// before the row (padding 1, first chunk); anything else.
+enum PoolW3Kind { kPoolW3Inside, kPoolW3LeftPad, kPoolW3Border };
+
+struct PoolW3 {
+  std::int64_t w, h, ow, oh, pc, pr;  ///< pc, pr: the column and row padding
+  /// Chunks of kV windows a row: wchunks cover the windows, chunks every column pair of the
+  /// input row (the gradient writes whole rows).
+  std::int64_t wchunks, chunks;
+  /// Windows [c0_first, ow) have their first column inside the row, [0, c2_end) their last.
+  std::int64_t c0_first, c2_end;
+  std::vector<PoolW3Kind> kind;  ///< per chunk
+  std::vector<float> colinv;     ///< avg: 1 / the window's column count, 0 past ow (whole chunks)
+  std::vector<float> rowinv;     ///< avg: 1 / the window's row count, per output row
+
+  explicit PoolW3(const Plan<float>& c)
+      : w(c.g.w), h(c.g.h), ow(c.g.ow), oh(c.g.oh), pc(c.p.pad[2]), pr(c.p.pad[1]) {
+    wchunks = (ow + kV - 1) / kV;
+    chunks = ((w + 1) / 2 + kV - 1) / kV;  // >= wchunks: ow <= ceil(w / 2) here
+    c0_first = pc;
+    c2_end = w - 3 + pc >= 0 ? (w - 3 + pc) / 2 + 1 : 0;
+    for (std::int64_t t = 0; t < chunks; ++t) {
+      const std::int64_t x0 = 2 * t * kV - pc;  // the row column of the chunk's first load
+      const bool right = x0 + 2 * kV + 1 <= w;
+      kind.push_back(x0 >= 0 && right ? kPoolW3Inside : x0 == -1 && right ? kPoolW3LeftPad : kPoolW3Border);
+    }
+    colinv.assign(static_cast<std::size_t>(chunks * kV), 0.0f);
+    for (std::int64_t j = 0; j < ow; ++j) colinv[static_cast<std::size_t>(j)] = c.inv[static_cast<std::size_t>(j)];
+    for (const Span& s : c.hspans) rowinv.push_back(static_cast<float>(1.0 / static_cast<double>(s.count)));
+  }
+};
+
+/// Input row `row`'s windows [j0, j0 + kV) folded along their 3 columns, in the split order:
+/// max: the first maximum (a NaN if any) in m and, with Codes, its column (0 to 2) in col;
+/// sum otherwise. At a border, loads that leave the row are masked, and max gives a
+/// window's missing first or last column its middle one's value, which never wins over it.
+template <bool Max, bool Codes, int Kind>
+[[gnu::always_inline]] inline void pool_w3_hfold(const PoolW3& w, const float* row, std::int64_t j0, vf& m, vf& col) {
+  const std::int64_t x0 = 2 * j0 - w.pc;  // the row column of window j0's first column
+  const float* b = row + x0;
+  auto load = [&](std::int64_t off) {
+    if constexpr (Kind == kPoolW3Border)
+      return pool_w3_load(b + off, pool_w3_clamp(-(x0 + off)), pool_w3_clamp(w.w - (x0 + off)));
+    return vload_full(b + off);
+  };
+  const vf l0 = Kind == kPoolW3LeftPad ? pool_w3_load(b, 1, kV) : load(0), l1 = load(kV), l2 = load(1),
+           l3 = load(1 + kV);
+  vf c0 = veven_split(l0, l1), c1 = vodd_split(l0, l1), c2 = vodd_split(l2, l3);
+  if constexpr (!Max) {
+    m = vadd(vadd(c0, c1), c2);
+  } else {
+    vf a = vset(0.0f);
+    if constexpr (Kind != kPoolW3Inside) {
+      const vmask has0 = Kind == kPoolW3LeftPad ? pool_w3_cols(1, kV) : pool_w3_cols(pool_w3_clamp(w.c0_first - j0), kV);
+      c0 = vsel(has0, c0, c1);
+      if constexpr (Kind == kPoolW3Border) c2 = vsel(pool_w3_cols(0, pool_w3_clamp(w.c2_end - j0)), c2, c1);
+      if constexpr (Codes) a = vsel(has0, a, vset(1.0f));
+    }
+    m = c0;
+    vmask u = vreplaces(m, c1);
+    m = vsel(u, c1, m);
+    if constexpr (Codes) a = vsel(u, vset(1.0f), a);
+    u = vreplaces(m, c2);
+    m = vsel(u, c2, m);
+    if constexpr (Codes) {
+      a = vsel(u, vset(2.0f), a);
+      col = a;
+    }
+  }
+}
+
+/// Calls body.template operator()<Kind>() with chunk t's kind.
+template <class F>
+[[gnu::always_inline]] inline void pool_w3_by_kind(const PoolW3& w, std::int64_t t, F&& body) {
+  switch (w.kind[static_cast<std::size_t>(t)]) {
+    case kPoolW3Inside: return body.template operator()<kPoolW3Inside>();
+    case kPoolW3LeftPad: return body.template operator()<kPoolW3LeftPad>();
+    default: return body.template operator()<kPoolW3Border>();
+  }
+}
+
+template <bool Max>
+void pool_w3_forward(const Plan<float>& c, const float* x, float* y, std::int64_t r0, std::int64_t r1) {
+  const PoolW3 w(c);
+  std::vector<float> shared(static_cast<std::size_t>(w.wchunks * kV));  // the last window row's fold
+  std::int64_t pl = r0 / w.oh, i = r0 % w.oh;
+  for (std::int64_t row = r0; row < r1; ++row) {
+    const std::int64_t top = 2 * i - w.pr;
+    const float *plane = x + pl * w.h * w.w, *above = plane + top * w.w, *middle = above + w.w, *below = middle + w.w;
+    const bool has_top = top >= 0, has_bot = top + 2 < w.h, cached = has_top && row > r0 && i > 0;
+    const vf inv_cells = vset(Max ? 1.0f : w.rowinv[static_cast<std::size_t>(i)]);
+    float* out = y + row * w.ow;
+    for (std::int64_t t = 0; t < w.wchunks; ++t) {
+      pool_w3_by_kind(w, t, [&]<int Kind>() {
+        const std::int64_t j0 = t * kV;
+        float* keep = shared.data() + j0;
+        vf mid, up, down, unused;
+        pool_w3_hfold<Max, false, Kind>(w, middle, j0, mid, unused);
+        if (has_top) {
+          if (cached)
+            up = vload_full(keep);
+          else
+            pool_w3_hfold<Max, false, Kind>(w, above, j0, up, unused);
+        }
+        if (has_bot) {
+          pool_w3_hfold<Max, false, Kind>(w, below, j0, down, unused);
+          vstore_full(keep, down);
+        }
+        vf m = has_top ? up : mid;
+        if constexpr (Max) {
+          if (has_top) m = vsel(vreplaces(m, mid), mid, m);
+          if (has_bot) m = vsel(vreplaces(m, down), down, m);
+          m = vsplit_order(m);
+        } else {
+          if (has_top) m = vadd(m, mid);
+          if (has_bot) m = vadd(m, down);
+          m = vmul(vsplit_order(m), vmul(inv_cells, vload_full(w.colinv.data() + j0)));
+        }
+        if (j0 + kV <= w.ow)
+          vstore_full(out + j0, m);
+        else
+          vstore(out + j0, m, static_cast<int>(w.ow - j0));
+      });
+    }
+    if (++i == w.oh) i = 0, ++pl;
+  }
+}
+
+/// The gradient of planes [p0, p1). Pad: the column padding. Each window's share of its
+/// input row (max: gy at the window's first maximum, 0 elsewhere; avg: gy / count at
+/// every column) lands on column pairs (2q, 2q + 1): pad 0 puts windows q - 1 (its last
+/// column) and q (its first) on column 2q and window q alone on 2q + 1; pad 1 puts window
+/// q alone on 2q and windows q and q + 1 on 2q + 1. The shifted window comes from the
+/// neighbouring chunk: chunks go left to right with pad 0, right to left with pad 1.
+template <int Pad, bool Max>
+void pool_w3_backward(const Plan<float>& c, const float* x, const float* gy, float* gx, std::int64_t p0,
+                      std::int64_t p1) {
+  const PoolW3 w(c);
+  const std::size_t slots = static_cast<std::size_t>(w.chunks * kV);
+  // The fold of the last window row (max), and its gradient so far: the columns of one
+  // window, the columns of two.
+  std::vector<float> shared_m(slots), shared_code(slots), pend_one(slots), pend_two(slots);
+  const bool relu = c.p.relu_grad;
+  const vf zero = vset(0.0f);
+  // The rows after the last window (pad 0) have no gradient.
+  const std::int64_t covered = 2 * (w.oh - 1) - w.pr + 3 < w.h ? 2 * (w.oh - 1) - w.pr + 3 : w.h;
+  for (std::int64_t pl = p0; pl < p1; ++pl) {
+    const float* plane = x + pl * w.h * w.w;
+    float* gxp = gx + pl * w.h * w.w;
+    for (std::int64_t i = 0; i < w.oh; ++i) {
+      const std::int64_t top = 2 * i - w.pr;
+      const bool has_top = top >= 0, has_bot = top + 2 < w.h, shared_top = has_top && i > 0,
+                 keep_bot = has_bot && i + 1 < w.oh;
+      const float *above = plane + top * w.w, *middle = above + w.w, *below = middle + w.w;
+      float *gx_above = gxp + top * w.w, *gx_middle = gx_above + w.w, *gx_below = gx_middle + w.w;
+      const float* gyr = gy + (pl * w.oh + i) * w.ow;
+      const vf inv_cells = vset(Max ? 1.0f : w.rowinv[static_cast<std::size_t>(i)]);
+      vf carry_g = zero, carry_code = zero;  // the neighbouring chunk's rotated gy and codes
+      for (std::int64_t step = 0; step < w.chunks; ++step) {
+        const std::int64_t t = Pad == 1 ? w.chunks - 1 - step : step, j0 = t * kV;
+        const std::size_t at = static_cast<std::size_t>(j0);
+        // g: the windows' gy (max: their code, 3 * window row + column, in code), split order.
+        vf g, code = zero;
+        if constexpr (Max) {
+          pool_w3_by_kind(w, t, [&]<int Kind>() {
+            vf m, v, vc;
+            pool_w3_hfold<true, true, Kind>(w, middle, j0, v, vc);
+            if (has_top) {
+              if (shared_top) {
+                m = vload_full(shared_m.data() + at);
+                code = vload_full(shared_code.data() + at);
+              } else {
+                pool_w3_hfold<true, true, Kind>(w, above, j0, m, code);
+              }
+              const vmask u = vreplaces(m, v);
+              m = vsel(u, v, m);
+              code = vsel(u, vadd(vc, vset(3.0f)), code);
+            } else {
+              m = v;
+              code = vadd(vc, vset(3.0f));
+            }
+            if (has_bot) {
+              pool_w3_hfold<true, true, Kind>(w, below, j0, v, vc);
+              vstore_full(shared_m.data() + at, v);
+              vstore_full(shared_code.data() + at, vc);
+              const vmask u = vreplaces(m, v);
+              m = vsel(u, v, m);
+              code = vsel(u, vadd(vc, vset(6.0f)), code);
+            }
+            g = vsplit_order(j0 + kV <= w.ow ? vload_full(gyr + j0) : vload(gyr + j0, pool_w3_clamp(w.ow - j0)));
+            if (relu) g = pool_w3_keep(vgt0(m), g);
+            g = vadd(g, zero);  // -0 to +0, as 0 + gy: the sums below keep the general path's bits
+          });
+        } else {
+          const vf gv = j0 + kV <= w.ow ? vload_full(gyr + j0) : vload(gyr + j0, pool_w3_clamp(w.ow - j0));
+          g = vsplit_order(vmul(gv, vmul(inv_cells, vload_full(w.colinv.data() + j0))));
+        }
+        // The neighbouring window's gy and code on each lane.
+        vf gs, codes;
+        if constexpr (Pad == 0) {
+          const vf rg = pool_w3_rot_right(g), rc = pool_w3_rot_right(code);
+          gs = pool_w3_join_right(rg, carry_g);
+          codes = pool_w3_join_right(rc, carry_code);
+          carry_g = rg;
+          carry_code = rc;
+        } else {
+          const vf rg = pool_w3_rot_left(g), rc = pool_w3_rot_left(code);
+          gs = pool_w3_join_left(rg, carry_g);
+          codes = pool_w3_join_left(rc, carry_code);
+          carry_g = rg;
+          carry_code = rc;
+        }
+        // Window row r's shares: `one` on the columns of one window; `first` and `second`,
+        // in window order, on those of two.
+        auto shares = [&](float r, vf& one, vf& first, vf& second) {
+          if constexpr (!Max) {
+            one = g;
+            first = Pad == 0 ? gs : g;
+            second = Pad == 0 ? g : gs;
+            return;
+          }
+          const vf base = vset(3.0f * r);
+          one = pool_w3_keep(veq(code, vadd(base, vset(1.0f))), g);
+          if constexpr (Pad == 0) {  // window q - 1's last column, then window q's first
+            first = pool_w3_keep(veq(codes, vadd(base, vset(2.0f))), gs);
+            second = pool_w3_keep(veq(code, base), g);
+          } else {  // window q's last column, then window q + 1's first
+            first = pool_w3_keep(veq(code, vadd(base, vset(2.0f))), g);
+            second = pool_w3_keep(veq(codes, base), gs);
+          }
+        };
+        const bool full = 2 * j0 + 2 * kV <= w.w;
+        auto put = [&](float* row, vf one, vf two) {
+          vf lo, hi;
+          if constexpr (Pad == 0)
+            vzip_split(two, one, lo, hi);
+          else
+            vzip_split(one, two, lo, hi);
+          float* q = row + 2 * j0;
+          if (full) {
+            vstore_full(q, lo);
+            vstore_full(q + kV, hi);
+            return;
+          }
+          const int l0 = pool_w3_clamp(w.w - 2 * j0), l1 = pool_w3_clamp(w.w - 2 * j0 - kV);
+          vstore(q, lo, l0);
+          if (l1 > 0) vstore(q + kV, hi, l1);
+        };
+        vf one, first, second;
+        shares(1.0f, one, first, second);
+        put(gx_middle, one, vadd(first, second));
+        if (has_top) {
+          shares(0.0f, one, first, second);
+          if (shared_top)  // the previous output row's part first: the windows' order
+            put(gx_above, vadd(vload_full(pend_one.data() + at), one),
+                vadd(vadd(vload_full(pend_two.data() + at), first), second));
+          else
+            put(gx_above, one, vadd(first, second));
+        }
+        if (has_bot) {
+          shares(2.0f, one, first, second);
+          const vf two = vadd(first, second);
+          if (keep_bot) {
+            vstore_full(pend_one.data() + at, one);
+            vstore_full(pend_two.data() + at, two);
+          } else {
+            put(gx_below, one, two);
+          }
+        }
+      }
+    }
+    if (covered < w.h)
+      std::memset(gxp + covered * w.w, 0, static_cast<std::size_t>((w.h - covered) * w.w) * sizeof(float));
+  }
+}
+
 }  // namespace
 
 void pool_rows(const PoolParams& p, const PoolGeometry& g, DType t, const void* x, void* y, std::int64_t r0,
@@ -1023,6 +1385,10 @@ void pool_rows(const PoolParams& p, const PoolGeometry& g, DType t, const void* 
     if constexpr (std::is_same_v<T, float>) {
       if (pool_quad_stream(c))
         return pool_quad_forward(c, static_cast<const float*>(x), static_cast<float*>(y), r0, r1);
+      if (pool_w3_takes(c)) {
+        auto run = c.p.mode == PoolMode::max ? pool_w3_forward<true> : pool_w3_forward<false>;
+        return run(c, static_cast<const float*>(x), static_cast<float*>(y), r0, r1);
+      }
     }
     dispatch_columns(c, [&]<int KW, int SW>() {
       Cursor cur(g, r0);
@@ -1072,6 +1438,12 @@ void pool_grad_planes(const PoolParams& p, const PoolGeometry& g, DType t, const
     using T = decltype(z);
     const Plan<T> c(p, g);
     if constexpr (std::is_same_v<T, float>) {
+      if (pool_w3_takes(c)) {
+        const bool max = p.mode == PoolMode::max;
+        auto run = c.pad == 0 ? (max ? pool_w3_backward<0, true> : pool_w3_backward<0, false>)
+                              : (max ? pool_w3_backward<1, true> : pool_w3_backward<1, false>);
+        return run(c, static_cast<const float*>(x), static_cast<const float*>(gy), static_cast<float*>(gx), p0, p1);
+      }
       if (c.vec && p.mode == PoolMode::avg)
         return avg_grad_planes_gather(c, static_cast<const float*>(gy), static_cast<float*>(gx), p0, p1);
     }
