@@ -3,14 +3,14 @@
 // layers into ("--filter layer": every layer of benchmarks/layers.txt, each direction).
 //
 //   bench_sgemm [--threads 1,2] [--samples N] [--filter substring] [--isa avx512|avx2|baseline] [--no-eigen] [--best]
-//               [--wall] [--version]     (--opt=value works too)
+//               [--wall] [--cpu] [--version]     (--opt=value works too)
 //
 // Prints an FMA peak check first (these hosts sometimes run one vCPU at half speed: rerun
 // when it reads low), then per shape and thread count the median GFLOP/s of each
 // implementation. Implementations are timed interleaved, one sample each in turn, so
 // a slow spell hits them alike. One-thread rows are timed in thread CPU time (unless
 // --wall): on a machine shared with compilers that keeps them meaningful; multi-thread
-// rows are wall time and need a quiet machine.
+// rows are wall time and need a quiet machine (--cpu: process CPU time over the thread count).
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -147,9 +147,13 @@ const Shape kShapes[] = {
 };
 
 /// Seconds on a wall clock, or in this thread's CPU time.
+/// --cpu: multi-thread rows in the process's CPU time over the thread count (a busy machine
+/// then still shows what the threads' work costs: packing, cache misses; not idle waits).
+bool g_process_cpu = false;
+
 double now_seconds(bool thread_cpu) {
   timespec ts{};
-  clock_gettime(thread_cpu ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
+  clock_gettime(thread_cpu ? CLOCK_THREAD_CPUTIME_ID : g_process_cpu ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
@@ -250,6 +254,9 @@ int main(int argc, char** argv) {
   app.add_flag("--best", best,
                "report each implementation's fastest sample instead of the median (a machine others use: "
                "the fastest is the one least disturbed)");
+  app.add_flag("--cpu", g_process_cpu,
+               "time multi-thread rows in process CPU time divided by the thread count (work, not waits: "
+               "for a busy machine; load imbalance and hand-off waits do not show)");
   app.add_flag("--no-eigen", no_eigen, "leave Eigen out (it is the slowest, and timing it takes most of the run)");
   if (const int status = convgraph::bench::parse_cli(app, argc, argv); status >= 0) return status;
   CpuIsa isa = active_cpu_isa();
@@ -267,7 +274,7 @@ int main(int argc, char** argv) {
   const bool has_avx512 = __builtin_cpu_supports("avx512f");
   std::vector<double> peaks;  // per thread count: the better of the two measured peaks
   for (int t : thread_counts) {
-    g_peak_cpu_clock = t == 1 && !wall;
+    g_peak_cpu_clock = (t == 1 && !wall) || g_process_cpu;
     const double p2 = has_avx2 ? fma_peak(t, fma_loop_avx2) : 0.0;
     const double p512 = has_avx512 ? fma_peak(t, fma_loop_avx512) : 0.0;
     std::printf("FMA peak check, %d thread(s), %s time: AVX2 %.1f GFLOP/s, AVX-512 %.1f GFLOP/s\n", t,
@@ -278,6 +285,7 @@ int main(int argc, char** argv) {
   std::printf("convgraph sgemm kernels: %s; OMP_WAIT_POLICY=%s; 1-thread rows in %s time\n\n",
               cpu_isa_name(isa), wait_policy ? wait_policy : "(unset)",
               wall ? "wall" : "thread CPU");
+  if (g_process_cpu) std::printf("multi-thread rows in process CPU time / threads (--cpu)\n\n");
   std::printf("%-28s %5s %6s %6s %2s | %9s %9s %9s %9s | %5s %5s %5s | %s%s\n", "shape", "M", "N", "K", "T",
               "convgraph", "Eigen", "oneDNN", "OpenBLAS", "cg%", "dnn%", "obl%",
               best ? "GFLOP/s best of the samples; " : "GFLOP/s medians; ",
@@ -349,7 +357,8 @@ int main(int argc, char** argv) {
         for (auto& im : impls) {
           const double a = now_seconds(cpu_clock);
           for (int it = 0; it < iters; ++it) im.run();
-          im.seconds.push_back((now_seconds(cpu_clock) - a) / iters);
+          const double s = (now_seconds(cpu_clock) - a) / iters;
+          im.seconds.push_back(g_process_cpu && !cpu_clock ? s / threads : s);
         }
       }
       double g[4] = {0, 0, 0, 0};  // convgraph, Eigen, oneDNN, OpenBLAS (0: not built)

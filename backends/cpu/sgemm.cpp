@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include <unistd.h>
@@ -124,6 +126,28 @@ std::int64_t cache_or(int name, std::int64_t fallback) {
   return v > 0 ? static_cast<std::int64_t>(v) : fallback;
 }
 
+/// How many logical CPUs share CPU 0's L2: sysfs's shared_cpu_list of its level-2 data or
+/// unified cache ("0", "0-1", "0,64"), or `fallback` when there is none to read.
+int l2_sharing_cpus(int fallback) {
+  for (int index = 0; index < 8; ++index) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
+    std::ifstream level_file(dir + "level"), type_file(dir + "type"), list_file(dir + "shared_cpu_list");
+    int level = 0;
+    std::string type, list;
+    if (!(level_file >> level) || !(type_file >> type)) return fallback;
+    if (level != 2 || type == "Instruction") continue;
+    if (!(list_file >> list)) return fallback;
+    int cpus = 0;
+    std::istringstream ranges(list);
+    for (std::string range; std::getline(ranges, range, ',');) {
+      const auto dash = range.find('-');
+      cpus += dash == std::string::npos ? 1 : std::stoi(range.substr(dash + 1)) - std::stoi(range.substr(0, dash)) + 1;
+    }
+    return cpus > 0 ? cpus : fallback;
+  }
+  return fallback;
+}
+
 }  // namespace
 
 CacheSizes cpu_cache_sizes() {
@@ -131,7 +155,8 @@ CacheSizes cpu_cache_sizes() {
   // through) must not make absurd blocks.
   static const CacheSizes sizes{
       std::clamp<std::int64_t>(cache_or(_SC_LEVEL1_DCACHE_SIZE, 32 << 10), 16 << 10, 128 << 10),
-      std::clamp<std::int64_t>(cache_or(_SC_LEVEL2_CACHE_SIZE, 1 << 20), 256 << 10, 4 << 20)};
+      std::clamp<std::int64_t>(cache_or(_SC_LEVEL2_CACHE_SIZE, 1 << 20), 256 << 10, 4 << 20),
+      std::clamp(l2_sharing_cpus(2), 1, 8)};
   return sizes;
 }
 

@@ -31,6 +31,7 @@
 ///   B slivers. transA packs kAPanel slivers at once: its rows of A are the depth
 ///   steps, read one contiguous run each.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <new>
@@ -141,6 +142,7 @@ class PrefetchRows {
     total_ = (na + nb) * lines_per_row_;
     per_call_ = (total_ + calls - 1) / std::max<std::int64_t>(calls, 1);
   }
+  bool active() const { return done_ < total_; }
   void some() {
     for (std::int64_t left = std::min(per_call_, total_ - done_); left > 0; --left, ++done_) {
       __builtin_prefetch(row_ + col_, 0, 2);
@@ -186,6 +188,23 @@ constexpr std::int64_t b_block_l2_eighths() {
     return 6;
 }
 
+/// When the busiest of `threads` threads is done, in kernel calls per A sliver, with column
+/// tiles about `width` slivers wide (tiles of equal width, as the driver makes them) times
+/// `parts` depth parts, the threads taking the next task as they come free (run_sgemm's
+/// hand-out). A task costs its width plus kTileOverhead: its A slivers are packed per tile.
+/// 0 when there are too many tasks to bother (they spread evenly anyway).
+inline double balanced_finish(std::int64_t nsl, std::int64_t width, std::int64_t parts, std::int64_t threads) {
+  constexpr double kTileOverhead = 0.5;
+  const std::int64_t ntiles = ceil_div(nsl, width), w = ceil_div(nsl, ntiles);
+  if (ntiles * parts > 64 || threads > 64) return 0.0;
+  double busy[64] = {};
+  for (std::int64_t t = 0; t < ntiles * parts; ++t) {
+    double* first_free = std::min_element(busy, busy + threads);
+    *first_free += static_cast<double>(std::min(w, nsl - t % ntiles * w)) + kTileOverhead;
+  }
+  return *std::max_element(busy, busy + threads);
+}
+
 template <class Isa>
 void run_sgemm(const GemmArgs& g, ThreadPool* pool) {
   constexpr int MR = Isa::kMR;
@@ -212,31 +231,31 @@ void run_sgemm(const GemmArgs& g, ThreadPool* pool) {
                        static_cast<double>(g.batch);
   const std::int64_t threads = (pool && flops >= kMinParallelFlops) ? pool->size() : 1;
 
-  // Column tiles: at most nc wide, or half that with threads: two threads may share one
-  // L2 (SMT siblings; the 2-vCPU VMs these run on give two threads 1.14x one thread's
-  // FMA peak). With several threads aim at about 4 tasks (tiles times depth parts) per
-  // thread (so a slow core takes fewer), but keep tiles at least kMinTile slivers wide:
-  // each A sliver is packed once per tile and should serve several kernel calls. Tiles
-  // are of equal width, and their count a multiple of the thread count where a little
-  // narrower tiles make it one. When that leaves fewer than two tasks per thread (few
+  // Column tiles: at most nc wide, or half that with threads where two threads may share
+  // one L2 (SMT siblings: the 2-vCPU VMs that share a core give two threads 1.14x one
+  // thread's FMA peak; where each core has its own L2, as Zen 3's two-core VMs, a
+  // thread's tile is as wide as one thread's). With several threads aim at about 4 tasks
+  // (tiles times depth parts) per thread (so a slow core takes fewer), but keep tiles at
+  // least kMinTile slivers wide: each A sliver is packed once per tile and should serve
+  // several kernel calls. Tiles are of equal width: of the widths down to half that, the
+  // one whose tasks leave the threads least idle at the end (balanced_finish: 49 slivers
+  // on 2 threads make 10 tiles of 5, not 7 of 7). When that leaves fewer than two tasks per thread (few
   // columns: 7x7 and 14x14 conv layers), the rows are split too; op(B) is then packed
   // once up front when it is a single tile, else per task.
   constexpr std::int64_t kMinTile = 8;
-  const std::int64_t max_tile = std::max<std::int64_t>(1, (threads > 1 ? nc / 2 : nc) / NR);
+  const std::int64_t max_tile = std::max<std::int64_t>(1, (threads > 1 && cache.l2_shared > 1 ? nc / 2 : nc) / NR);
   std::int64_t ntiles = ceil_div(nsl, max_tile);
   std::int64_t mtiles = 1;
-  // The tile count that ntiles slivers-per-tile rounding really gives.
-  auto tiles_for = [&](std::int64_t n) { return ceil_div(nsl, ceil_div(nsl, n)); };
   if (threads > 1) {
     const std::int64_t tiles_wanted = ceil_div(4 * threads, kparts);
     const std::int64_t want = std::min(max_tile, std::max(kMinTile, ceil_div(nsl, tiles_wanted)));
     ntiles = ceil_div(nsl, want);
-    if (kparts == 1 && ntiles > 1)
-      for (std::int64_t n = ntiles; n <= std::min(nsl, ntiles + ntiles / 4 + 1); ++n)
-        if (tiles_for(n) % threads == 0) {
-          ntiles = n;
-          break;
-        }
+    double best = balanced_finish(nsl, want, kparts, threads);
+    for (std::int64_t w = want - 1; w >= (want + 1) / 2 && best > 0; --w)
+      if (const double t = balanced_finish(nsl, w, kparts, threads); t < best - 1e-9) {
+        best = t;
+        ntiles = ceil_div(nsl, w);
+      }
     if (ntiles * kparts < 2 * threads) mtiles = std::min(msl, ceil_div(4 * threads, ntiles * kparts));
   }
   const std::int64_t tile_ns = ceil_div(nsl, ntiles);
@@ -268,11 +287,17 @@ void run_sgemm(const GemmArgs& g, ThreadPool* pool) {
     Isa::pack_b_panel(gb, p0, kc, j0, n, dst);
   };
 
+  // n tasks: each thread takes the next one as it comes free (the pool's chunks of n/(4 *
+  // threads) tasks would split 36 tasks 20:16 on two threads).
   auto run = [&](std::int64_t n, auto&& fn) {
-    if (threads > 1 && n > 1)
-      pool->parallel_for(n, fn);
-    else
+    if (threads > 1 && n > 1) {
+      std::atomic<std::int64_t> next{0};
+      pool->parallel_for(std::min(threads, n), [&](std::int64_t, std::int64_t) {
+        for (std::int64_t t; (t = next.fetch_add(1, std::memory_order_relaxed)) < n;) fn(t, t + 1);
+      });
+    } else {
       fn(0, n);
+    }
   };
 
   // op(B) packed once up front when several row tiles would otherwise each pack the
@@ -340,6 +365,11 @@ void run_sgemm(const GemmArgs& g, ThreadPool* pool) {
         }
         for (std::int64_t sb = s0; sb < s1; sb += apanel) {
           const std::int64_t se = std::min(s1, sb + apanel);
+          // Plain A whose next step is not being prefetched (narrow or tall tiles: 7x7 layers,
+          // grad weights of many filters): the next sliver's rows, during this one's calls.
+          if (!g.ta && !next.active() && sb + 1 < s1)
+            next = PrefetchRows(ga.A + (sb + 1) * MR * g.lda + p0, g.lda, std::min<std::int64_t>(MR, M - (sb + 1) * MR),
+                                nullptr, 0, 0, kc, j1 - j0);
           if (apanel > 1) Isa::pack_a_panel(ga, sb * MR, std::min(M, se * MR) - sb * MR, p0, kc, abuf);
           for (std::int64_t s = sb; s < se; ++s) {
             const int m = static_cast<int>(std::min<std::int64_t>(MR, M - s * MR));

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -169,6 +170,31 @@ TEST_CASE("sgemm: the result does not depend on the thread count", "[sgemm]") {
   convgraph::cpu::sgemm(false, false, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, c4.data(), N, &p4);
   CHECK(c1 == c2);
   CHECK(c1 == c4);
+}
+
+TEST_CASE("sgemm: column tiles balanced over the threads, tall narrow C: right and the same bits", "[sgemm]") {
+  // N = 784 is 49 slivers (tiles narrowed so they spread evenly over the threads); M = 300,
+  // N = 49 runs one tile of many A slivers (each prefetched during the one before).
+  ThreadPool p2(2), p3(3), p5(5);
+  for (CpuIsa isa : runnable_isas()) {
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      for (const auto [M, N, K] : {std::array<i64, 3>{64, 784, 300}, std::array<i64, 3>{300, 49, 1100}}) {
+        check_case({ta, tb, M, N, K, 1.0f, 0.0f, 0}, isa, &p2);
+        std::mt19937 rng(static_cast<unsigned>(M + N + K + t));
+        const std::vector<float> A = random_matrix(M, K, 0, rng), B = random_matrix(K, N, 0, rng);
+        std::vector<std::vector<float>> results;
+        for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &p2, &p3, &p5}) {
+          std::vector<float> C(static_cast<std::size_t>(M * N));
+          convgraph::cpu::sgemm_with_isa(isa, ta, tb, M, N, K, 1.0f, A.data(), ta ? M : K, B.data(), tb ? K : N,
+                                         0.0f, C.data(), N, pool);
+          results.push_back(std::move(C));
+        }
+        INFO(convgraph::cpu_isa_name(isa) << " ta=" << ta << " tb=" << tb << " M=" << M << " N=" << N << " K=" << K);
+        for (std::size_t r = 1; r < results.size(); ++r) CHECK(results[r] == results[0]);
+      }
+    }
+  }
 }
 
 TEST_CASE("sgemm: a long depth over a small C is split into partial sums", "[sgemm]") {
