@@ -137,13 +137,16 @@ int l2_sharing_cpus(int fallback) {
     if (!(level_file >> level) || !(type_file >> type)) return fallback;
     if (level != 2 || type == "Instruction") continue;
     if (!(list_file >> list)) return fallback;
-    int cpus = 0;
+    // Comma-separated CPUs and ranges a-b (strtol: garbage reads as 0, never throws).
+    long cpus = 0;
     std::istringstream ranges(list);
     for (std::string range; std::getline(ranges, range, ',');) {
       const auto dash = range.find('-');
-      cpus += dash == std::string::npos ? 1 : std::stoi(range.substr(dash + 1)) - std::stoi(range.substr(0, dash)) + 1;
+      cpus += dash == std::string::npos
+                  ? 1
+                  : std::strtol(range.c_str() + dash + 1, nullptr, 10) - std::strtol(range.c_str(), nullptr, 10) + 1;
     }
-    return cpus > 0 ? cpus : fallback;
+    return cpus > 0 && cpus < 1024 ? static_cast<int>(cpus) : fallback;
   }
   return fallback;
 }
