@@ -105,6 +105,12 @@ const Shape kShapes[] = {
     {"call resnet_3x3_7 gradw", false, true, 64, 256, 49, true},
     {"call vgg_3x3_56 gradw", false, true, 64, 256, 224, true},
     {"call resnet_1x1_56 gradw", false, true, 64, 64, 3136, true},
+    // cpu.winograd's grad-weights GEMMs, one per transform position and thread: S_e =
+    // D_e V_e^T over one chunk of tiles (F(4x4, 3x3): 14 x 14 tiles an image at 56x56).
+    {"wino vgg_3x3_56 gradw", false, true, 256, 256, 224, true},
+    {"wino vgg_3x3_112 gradw", false, true, 128, 64, 588, true},
+    {"wino resnet_3x3_14 gradw", false, true, 256, 256, 128, true},
+    {"wino resnet_3x3_7 gradw", false, true, 512, 512, 32, true},
     // Every standard layer (benchmarks/layers.txt; depthwise_3x3 is no GEMM), per direction,
     // as one image's GEMM (forward, grad inputs: the whole column matrix) and the whole
     // batch's grad-weights GEMM (K = N x output positions; cpu.corrmm's batch-reduce GEMM).
