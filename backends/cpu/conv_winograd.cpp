@@ -224,7 +224,7 @@ class WinogradConv final : public ConvAlgorithm {
   /// products per channel pair (against 144 direct), done as 36 GEMMs: over channels with
   /// the tiles as columns, or for grad_weights output x input channels reducing over the
   /// tiles. The transforms (about 16 operations per transform-domain element) stream once
-  /// (grad_weights' V and D chunks are L3-sized, so sgemm packs them from cache: charging
+  /// (grad_weights' V and D chunks are two L2s in size, so sgemm packs them from cache: charging
   /// them 3 memory passes made fast_run pick cpu.direct on vgg_3x3_112, measured 1.7x slower).
   double estimated_seconds(const ConvProblem& p, const MachineModel& m) const override {
     if (dilated(p)) {  // the phases, plus gathering and scattering every operand once
