@@ -395,14 +395,22 @@ struct LineCache {
   }
 };
 
-void input_row(const float* plane, const Job& j, i64 ty, LineCache& cache, float* V, i64 vstride, i64 base) {
-  const float* ph[kAlpha];
-  for (int i = 0; i < kAlpha; ++i) ph[i] = cache.get(plane, 4 * ty - j.pt + i, j);
-  for (i64 tx = 0; tx < j.tw; tx += kVL) {
+/// The 36 input taps of one tile row as lane-contiguous lines: tap[i][c] + tx is row i,
+/// column tap c of tile tx (pointers into the cached phase lines).
+void input_taps(const float* plane, const Job& j, i64 ty, LineCache& cache, const float* tap[kAlpha][6]) {
+  for (int i = 0; i < kAlpha; ++i) {
+    const float* ph = cache.get(plane, 4 * ty - j.pt + i, j);
+    for (int c = 0; c < 6; ++c) tap[i][c] = ph + (c % 4) * j.Q + c / 4;
+  }
+}
+
+/// V[e][base + tx] = (B^T d B)[e] for the tiles tx in [0, lanes) whose taps are `tap`.
+void input_transform(const float* const tap[kAlpha][6], i64 lanes, float* V, i64 vstride, i64 base) {
+  for (i64 tx = 0; tx < lanes; tx += kVL) {
     vnat h[kAlpha][kAlpha];  // h[i][s]: row i after the horizontal transform
     for (int i = 0; i < kAlpha; ++i) {
       vnat d[6];
-      for (int c = 0; c < 6; ++c) d[c] = loadn(ph[i] + (c % 4) * j.Q + tx + c / 4);
+      for (int c = 0; c < 6; ++c) d[c] = loadn(tap[i][c] + tx);
       bt6(d, h[i]);
     }
     for (int s = 0; s < kAlpha; ++s) {
@@ -412,6 +420,12 @@ void input_row(const float* plane, const Job& j, i64 ty, LineCache& cache, float
       for (int r = 0; r < 6; ++r) storen(V + (r * 6 + s) * vstride + base + tx, o[r]);
     }
   }
+}
+
+void input_row(const float* plane, const Job& j, i64 ty, LineCache& cache, float* V, i64 vstride, i64 base) {
+  const float* tap[kAlpha][6];
+  input_taps(plane, j, ty, cache, tap);
+  input_transform(tap, j.tw, V, vstride, base);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -659,14 +673,25 @@ constexpr i64 kGwMinTiles = 128;
 
 struct GwPlan {
   i64 R = 1;           ///< tile rows per chunk
+  i64 group = 1;       ///< tile rows per transform vector (narrow images, tw < kVL)
   i64 ld = 0;          ///< lanes per channel row of V_e and D_e
   i64 ve = 0, de = 0;  ///< plane strides of V [g][e][ci][ld] and D [g][e][co][ld]
-  // Workspace (float offsets): S [g][e][co][ci], V, D, then per-thread phase lines.
+  /// One chunk (all tiles at once): S is never whole. A task takes a block of cb output x
+  /// ib input channels, runs its 36 GEMMs into its slot's S block [e][cb][ib] and inverts
+  /// it at once, from cache: S is 4x the filter, so writing it all and reading it back cost
+  /// resnet_3x3_7 (512 x 512 channels, 32 tiles) as much time as its GEMMs.
+  bool fused = false;
+  static constexpr i64 kBlock = 64;  ///< cb, ib: a 590 KB S block, L2-sized
+  i64 cb = 0, ib = 0, nco = 0, nci = 0;  ///< block sizes and counts per group
+  i64 s_block = 0;                       ///< floats of one slot's S block
+  // Workspace (float offsets): S [g][e][co][ci] (fused: one S block per slot), V, D, then
+  // per-thread phase lines.
   i64 v_off = 0, d_off = 0, line_off = 0, line_size = 0, total = 0;
 
   GwPlan(const ConvProblem& p, const Job& j) {
     const i64 lane_bytes = j.G * kE * (j.Ci + j.Co) * i64{4};
     R = std::clamp<i64>(std::max(gw_chunk_bytes() / lane_bytes, kGwMinTiles) / j.tw, 1, j.rows);
+    group = std::max<i64>(1, kVL / j.tw);
     layout(j);
     while (static_cast<std::size_t>(total) * sizeof(float) > p.workspace_limit && R > 1) {
       R = (R + 1) / 2;  // smaller chunks under a tight limit before declining
@@ -678,7 +703,11 @@ struct GwPlan {
     ld = round_up(R * j.tw, 16) + 16;  // a tile row's last vector may spill past R * tw
     ve = j.Ci * ld + 16, de = j.Co * ld + 16;  // + 16: plane strides off multiples of 4 KiB
     auto floats = [](i64 n) { return static_cast<i64>(align_bytes(static_cast<std::size_t>(n) * 4) / 4); };
-    v_off = floats(j.G * kE * j.Co * j.Ci);
+    fused = R == j.rows;
+    cb = std::min(kBlock, j.Co), ib = std::min(kBlock, j.Ci);
+    nco = (j.Co + cb - 1) / cb, nci = (j.Ci + ib - 1) / ib;
+    s_block = floats(kE * cb * ib);
+    v_off = fused ? j.slots * s_block : floats(j.G * kE * j.Co * j.Ci);
     d_off = v_off + floats(j.G * kE * ve);
     line_off = d_off + floats(j.G * kE * de);
     line_size = floats((kAlpha + 2) * 4 * j.Q);
@@ -708,21 +737,25 @@ inline void gt6(const V s[6], V o[3]) {
   o[2] = (c - a) * (1.0f / 6) + s[5];
 }
 
-/// Transform of one tile row of one output-gradient plane (OH x OW): D[e][base + tx].
-/// `lines` holds 4 phase lines; `zeros` is a zero phase line (rows past the output).
-void grad_output_row(const float* plane, const Job& j, i64 ty, float* lines, const float* zeros, float* D,
-                     i64 dstride, i64 base) {
-  const float* ph[4];
+/// The 16 taps of one tile row of an output-gradient plane (OH x OW): tap[a][c] + tx is
+/// row a, column c of tile tx. `lines` receives 4 phase lines; `zeros` is a zero phase
+/// line (rows past the output).
+void grad_output_taps(const float* plane, const Job& j, i64 ty, float* lines, const float* zeros,
+                      const float* tap[4][4]) {
   for (int a = 0; a < 4; ++a) {
     const i64 y = 4 * ty + a;
-    ph[a] = y < j.OH ? lines + a * 4 * j.Q : zeros;
+    const float* ph = y < j.OH ? lines + a * 4 * j.Q : zeros;
     if (y < j.OH) phase_line(plane + y * j.OW, j.OW, 0, j, lines + a * 4 * j.Q);
+    for (int c = 0; c < 4; ++c) tap[a][c] = ph + c * j.Q;
   }
-  for (i64 tx = 0; tx < j.tw; tx += kVL) {
+}
+
+/// D[e][base + tx] = (A d A^T)[e] for the tiles tx in [0, lanes) whose taps are `tap`.
+void grad_output_transform(const float* const tap[4][4], i64 lanes, float* D, i64 dstride, i64 base) {
+  for (i64 tx = 0; tx < lanes; tx += kVL) {
     vnat h[4][kAlpha];  // h[a]: row a after the horizontal transform
     for (int a = 0; a < 4; ++a) {
-      const vnat d[4] = {loadn(ph[a] + tx), loadn(ph[a] + j.Q + tx), loadn(ph[a] + 2 * j.Q + tx),
-                         loadn(ph[a] + 3 * j.Q + tx)};
+      const vnat d[4] = {loadn(tap[a][0] + tx), loadn(tap[a][1] + tx), loadn(tap[a][2] + tx), loadn(tap[a][3] + tx)};
       a6(d, h[a]);
     }
     for (int s = 0; s < kAlpha; ++s) {
@@ -734,15 +767,36 @@ void grad_output_row(const float* plane, const Job& j, i64 ty, float* lines, con
   }
 }
 
-/// dw[gr*Co + co][ci][3x3] = G^T S[gr][.][co][ci] G, 16 input channels per vector (3D:
-/// ci = c * kd + t is dw[..][c][t], reversed in t when flipping).
-void inverse_filters(const ConvProblem& p, const Job& j, const float* S, float* dw, i64 gr, i64 co) {
-  for (i64 c0 = 0; c0 < j.Ci; c0 += 16) {
-    const i64 n = std::min<i64>(16, j.Ci - c0);
+/// Taps of several tile rows side by side (narrow images: tw < kVL), so one transform
+/// vector holds whole tile rows instead of one row's tw tiles: lane k * tw + q is tile q
+/// of the k-th row, which is where V and D keep it. Each row's taps are copied in as it
+/// is read (the line caches hold one row's lines at a time).
+template <int A, int C>
+struct TapGroup {
+  alignas(64) float line[A][C][kVL] = {};
+  const float* tap[A][C];
+  TapGroup() {
+    for (int a = 0; a < A; ++a)
+      for (int c = 0; c < C; ++c) tap[a][c] = line[a][c];
+  }
+  void add(const float* const row_tap[A][C], i64 k, i64 tw) {
+    for (int a = 0; a < A; ++a)
+      for (int c = 0; c < C; ++c)
+        std::memcpy(line[a][c] + k * tw, row_tap[a][c], static_cast<std::size_t>(tw) * sizeof(float));
+  }
+};
+
+/// dw[gr*Co + co][ci][3x3] = G^T S_e G for the input channels ci in [ci0, ci1), 16 per
+/// vector (3D: ci = c * kd + t is dw[..][c][t], reversed in t when flipping). S holds
+/// output channel co's row: S[e * estride + ci - ci0].
+void inverse_filters(const ConvProblem& p, const Job& j, const float* S, i64 estride, i64 ci0, i64 ci1, float* dw,
+                     i64 gr, i64 co) {
+  for (i64 c0 = ci0; c0 < ci1; c0 += 16) {
+    const i64 n = std::min<i64>(16, ci1 - c0);
     v16 t[kAlpha][3];  // t[e0]: row e0 of S after G^T along the columns
     for (int e0 = 0; e0 < kAlpha; ++e0) {
       v16 s[6];
-      for (int e1 = 0; e1 < 6; ++e1) s[e1] = load_part(S + ((gr * kE + e0 * 6 + e1) * j.Co + co) * j.Ci + c0, 0, n);
+      for (int e1 = 0; e1 < 6; ++e1) s[e1] = load_part(S + (e0 * 6 + e1) * estride + (c0 - ci0), 0, n);
       gt6(s, t[e0]);
     }
     alignas(64) float g[9][16];
@@ -788,23 +842,61 @@ void run_grad_weights(const ConvProblem& p, const ConvTensors& t, const ConvCont
         LineCache cache;
         cache.lines = lines;
         cache.zeros = lines + kAlpha * 4 * j.Q;
+        TapGroup<kAlpha, 6> in_group;
+        TapGroup<4, 4> out_group;
         for (i64 task = next.fetch_add(1); task < ntasks; task = next.fetch_add(1)) {
           std::fill(std::begin(cache.plane), std::end(cache.plane), nullptr);
           const bool in = task < nx;
           const i64 c = in ? task : task - nx, per = in ? j.Ci : j.Co, gr = c / per, ch = c % per;
-          for (i64 r = r0; r < r1; ++r) {
-            const i64 img = r / j.th, ty = r % j.th, base = (r - r0) * j.tw;
-            if (in)
-              input_row(j.src_plane(x, img, gr, ch), j, ty, cache, V + gr * kE * g.ve + ch * g.ld, g.ve, base);
-            else
-              grad_output_row(j.dst_plane(dy, img, gr, ch), j, ty, lines, cache.zeros, D + gr * kE * g.de + ch * g.ld,
-                              g.de, base);
+          float* dst = in ? V + gr * kE * g.ve + ch * g.ld : D + gr * kE * g.de + ch * g.ld;
+          const i64 dstride = in ? g.ve : g.de;
+          for (i64 r = r0; r < r1; r += g.group) {
+            const i64 rows = std::min(g.group, r1 - r), base = (r - r0) * j.tw;
+            for (i64 k = 0; k < rows; ++k) {
+              const i64 img = (r + k) / j.th, ty = (r + k) % j.th;
+              if (in) {
+                const float* tap[kAlpha][6];
+                input_taps(j.src_plane(x, img, gr, ch), j, ty, cache, tap);
+                if (g.group == 1) input_transform(tap, j.tw, dst, dstride, base);
+                else in_group.add(tap, k, j.tw);
+              } else {
+                const float* tap[4][4];
+                grad_output_taps(j.dst_plane(dy, img, gr, ch), j, ty, lines, cache.zeros, tap);
+                if (g.group == 1) grad_output_transform(tap, j.tw, dst, dstride, base);
+                else out_group.add(tap, k, j.tw);
+              }
+            }
+            if (g.group > 1) {
+              if (in) input_transform(in_group.tap, rows * j.tw, dst, dstride, base);
+              else grad_output_transform(out_group.tap, rows * j.tw, dst, dstride, base);
+            }
           }
         }
       }
     });
-    // 2. S_e (+)= D_e V_e^T over the chunk's tiles, one GEMM per task.
     const i64 tiles = (r1 - r0) * j.tw;
+    if (g.fused) {
+      // 2+3. Per block of channels: S_e = D_e V_e^T over every tile, then its inverse.
+      auto* dw = static_cast<float*>(t.w);
+      const i64 nblocks = j.G * g.nco * g.nci;
+      std::atomic<i64> next_block{0};
+      parallel(std::min(used, nblocks), [&](i64 s0, i64 s1) {
+        for (i64 slot = s0; slot < s1; ++slot) {
+          float* Sb = ws + slot * g.s_block;
+          for (i64 b = next_block.fetch_add(1); b < nblocks; b = next_block.fetch_add(1)) {
+            const i64 gr = b / (g.nco * g.nci), co0 = (b / g.nci) % g.nco * g.cb, ci0 = b % g.nci * g.ib;
+            const i64 m = std::min(g.cb, j.Co - co0), n = std::min(g.ib, j.Ci - ci0);
+            for (i64 e = 0; e < kE; ++e)
+              ::convgraph::cpu::gemm(false, true, m, n, tiles, 1.0f, D + (gr * kE + e) * g.de + co0 * g.ld, g.ld,
+                                     V + (gr * kE + e) * g.ve + ci0 * g.ld, g.ld, 0.0f, Sb + e * g.cb * g.ib, g.ib);
+            for (i64 co = co0; co < co0 + m; ++co)
+              inverse_filters(p, j, Sb + (co - co0) * g.ib, g.cb * g.ib, ci0, ci0 + n, dw, gr, co);
+          }
+        }
+      });
+      return;
+    }
+    // 2. S_e (+)= D_e V_e^T over the chunk's tiles, one GEMM per task.
     const float beta = r0 == 0 ? 0.0f : 1.0f;
     parallel(j.G * kE, [&](i64 a, i64 b) {
       for (i64 e = a; e < b; ++e)
@@ -815,7 +907,10 @@ void run_grad_weights(const ConvProblem& p, const ConvTensors& t, const ConvCont
   // 3. The inverse transform, one task per output channel.
   auto* dw = static_cast<float*>(t.w);
   parallel(j.G * j.Co, [&](i64 a, i64 b) {
-    for (i64 task = a; task < b; ++task) inverse_filters(p, j, S, dw, task / j.Co, task % j.Co);
+    for (i64 task = a; task < b; ++task) {
+      const i64 gr = task / j.Co, co = task % j.Co;
+      inverse_filters(p, j, S + (gr * kE * j.Co + co) * j.Ci, j.Co * j.Ci, 0, j.Ci, dw, gr, co);
+    }
   });
 }
 
