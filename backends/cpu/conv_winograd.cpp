@@ -243,13 +243,17 @@ class WinogradConv final : public ConvAlgorithm {
     const double gemm = 2.0 * 36 * static_cast<double>(tiles) * static_cast<double>(c_in * c_out * p.G);
     // The transforms run 16 tiles of one tile row per vector: a row of tw tiles costs
     // round_up(tw, 16) lanes (8x its tiles on 7x7 or 8x8 images: tw = 2).
-    const std::int64_t tw = (image[a + 1] + 3) / 4;
-    const double lanes = static_cast<double>(tiles / tw * ((tw + 15) / 16 * 16));
+    // (grad weights packs several tile rows of narrow images into one vector.)
+    const std::int64_t tw = (image[a + 1] + 3) / 4, group = gw ? std::max<std::int64_t>(1, 16 / tw) : 1;
+    const double lanes = static_cast<double>((tiles / tw + group - 1) / group * ((group * tw + 15) / 16 * 16));
     const double per_tile = 36.0 * static_cast<double>((c_in + c_out) * p.G);  // V and M (D) elements
     // The transformed filter (grad weights: its transform-domain sums), 36 x c_in x c_out,
     // goes out to memory once (38 MB on 512 channels, as much as the GEMM's time on 7x7
-    // images); the GEMM streams it back in under its arithmetic.
-    const double filter_bytes = 4.0 * 36 * static_cast<double>(c_in * c_out * p.G);
+    // images); the GEMM streams it back in under its arithmetic. Not with one block of
+    // at most ~128 tiles (small images): each filter chunk (grad weights: each block of
+    // sums) is then made and used in cache (resnet_3x3_7 forward: Winograd 6.5 ms,
+    // cpu.direct 11.9, estimated 10.8 and 10.6 when charged).
+    const double filter_bytes = tiles > 128 ? 4.0 * 36 * static_cast<double>(c_in * c_out * p.G) : 0.0;
     const double flops = m.flops_per_s();
     // grad_weights' GEMMs run on sgemm; forward and grad inputs on this algorithm's own
     // kernel, whose 6 x 16 register block loses little to a short channel reduction, and

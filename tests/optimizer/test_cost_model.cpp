@@ -111,13 +111,15 @@ TEST_CASE("cost model: picks what the standard layers' timings favour", "[optimi
   // (1.4x faster than GEMM), the direct kernel's 16-channel block for grad weights (1.6x).
   CHECK(cheapest(problem(D::forward, {4, 3, 8, 32, 32}, {32, 3, 3, 3, 3}, 1, 1)) == "cpu.winograd");
   CHECK(cheapest(problem(D::grad_weights, {32, 16, 32, 32}, {16, 16, 3, 3}, 1, 1)) == "cpu.direct");
-  // Winograd's transforms run 16 tiles of a row per vector, and its transformed filter goes
-  // through memory: on 8x8 images (2 tiles a row) and 512 channels on 7x7 the direct kernel
-  // wins where measured (resnet8's 64-channel grad weights 1.5x, c3d_small's 32 -> 64 grad
-  // weights 1.2-2.4x, resnet_3x3_7's grad inputs 1.3x); from 16x16 images Winograd (1.1-1.3x).
-  CHECK(cheapest(problem(D::grad_weights, {32, 64, 8, 8}, {64, 64, 3, 3}, 1, 1)) == "cpu.direct");
-  CHECK(cheapest(problem(D::grad_weights, {4, 32, 4, 16, 16}, {64, 32, 3, 3, 3}, 1, 1)) == "cpu.direct");
-  CHECK(cheapest(problem(D::grad_inputs, {8, 512, 7, 7}, {512, 512, 3, 3}, 1, 1)) == "cpu.direct");
+  // Winograd's grad weights put several tile rows of a narrow image in one vector, and one
+  // block of tiles (small images) keeps the transformed filter or the transform-domain sums
+  // in cache. Measured (Zen 4, interleaved): c3d_small's 32 -> 64 grad weights 1.8x faster
+  // than the direct kernel, resnet_3x3_7's grad inputs 1.8x; resnet8's 64-channel grad
+  // weights on 8x8 images a tie (0.98 vs 0.99 ms), so either may be picked, never GEMM.
+  CHECK(cheapest(problem(D::grad_weights, {4, 32, 4, 16, 16}, {64, 32, 3, 3, 3}, 1, 1)) == "cpu.winograd");
+  CHECK(cheapest(problem(D::grad_inputs, {8, 512, 7, 7}, {512, 512, 3, 3}, 1, 1)) == "cpu.winograd");
+  const std::string r8 = cheapest(problem(D::grad_weights, {32, 64, 8, 8}, {64, 64, 3, 3}, 1, 1));
+  CHECK((r8 == "cpu.winograd" || r8 == "cpu.direct"));
   for (D dir : {D::forward, D::grad_inputs})
     CHECK(cheapest(problem(dir, {32, 32, 16, 16}, {32, 32, 3, 3}, 1, 1)) == "cpu.winograd");
   // The reason names the pick and every other candidate with its estimate.
