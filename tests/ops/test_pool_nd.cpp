@@ -314,6 +314,10 @@ TEST_CASE("pool nd: float32 vector paths at every CPU level: ties, signed zeros,
       {{2, 3, 4, 48}, options({2, 2}, {}, {}, true)},              // several chunks a row, pairs across rows
       {{5, 2, 16}, options({2, 2}, {}, {}, true)},                 // one output row a plane
       {{3, 1, 6, 8}, options({2, 2}, {}, {}, false)},              // ceil mode that tiles exactly
+      // AVX-512's quarter chunks (4 outputs): output rows of 12 and 20, groups of 4 chunks
+      // across rows and planes, a short last group
+      {{2, 3, 6, 24}, options({2, 2}, {}, {}, true)},
+      {{3, 2, 4, 40}, options({2, 2}, {}, {}, true)},
       // 3x3 windows of stride 2: each input row folded once, rows and columns shared by
       // two windows; the gradient sums them in registers, padding 0 or 1 on each axis
       {{2, 2, 8, 32}, options({3, 3}, {2, 2}, {1, 1}, true)},      // whole vectors, a padded first column

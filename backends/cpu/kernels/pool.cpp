@@ -910,47 +910,87 @@ void max_grad_row_disjoint(const Plan<T>& c, const T* x, const T* gy, T* gx, con
 
 // ---- float32 2x2 windows of stride 2 tiling the planes exactly (no padding, even sizes):
 // output row R reads input rows 2R and 2R + 1, so the output is one contiguous stream of
-// half-vector chunks (kV / 2 outputs, from one full vector of each input row). Two chunks,
-// possibly of different rows, fill a vector: small planes (8x8) take whole vectors instead
-// of a partial one per row, and there is no per-row window bookkeeping. The window is folded
-// in the order of fold_interior (each row's two columns, then the rows), so maxima, codes,
-// NaNs and sums are bitwise those of the general path.
+// chunks of Q outputs, each from 2Q consecutive floats of each of its two input rows. A
+// vector pair holds kV / Q chunks, possibly of different rows: small planes (8x8) take
+// whole vectors instead of a partial one per row, and there is no per-row window
+// bookkeeping. Q is kV / 2 (a chunk reads one full vector a row) where the output rows are
+// whole half-vectors; AVX-512 also takes Q = 4 (two 8-float halves make each vector), so
+// 12- and 4-wide output rows (LeNet's 24x24 and 8x8 planes) stay on this path there (the
+// general path ran them at 13-44% of STREAM triad on Zen 4). The window is folded in the
+// order of fold_interior (each row's two columns, then the rows), so maxima, codes, NaNs
+// and sums are bitwise those of the general path.
 
-/// Whether the plan takes the quad stream (ow a whole number of chunks).
-bool pool_quad_stream(const Plan<float>& c) {
-  return c.tiles && c.p.window[0] == 1 && c.p.window[1] == 2 && c.k == 2 && c.g.ow % (kV / 2) == 0;
+/// Outputs per chunk: kV / 2, or 4 on AVX-512, whichever divides ow; 0 for neither.
+std::int64_t pool_quad_chunk(const PoolGeometry& g) {
+  if (g.ow % (kV / 2) == 0) return kV / 2;
+  if (kV == 16 && g.ow % 4 == 0) return 4;
+  return 0;
 }
 
-/// Calls fn(t, in, pair) for the chunks [r0 * cpr, r1 * cpr) in pairs (chunk t and t + 1,
-/// or t alone at an odd end: pair false); in[0..1]: the first and second chunk's offsets in
-/// the upper input row (the lower row is g.w further on).
+/// Whether the plan takes the quad stream.
+bool pool_quad_stream(const Plan<float>& c) {
+  return c.tiles && c.p.window[0] == 1 && c.p.window[1] == 2 && c.k == 2 && pool_quad_chunk(c.g) != 0;
+}
+
+/// Calls fn(t, in, count) for the chunks [r0 * cpr, r1 * cpr) in groups of kV / Q (chunk t
+/// onwards; fewer, `count`, at the end); in[k]: chunk t + k's offset in its upper input row
+/// (the lower row is g.w further on), in[0] for the missing ones of a short group.
 template <class F>
-void pool_quad_chunks(const PoolGeometry& g, std::int64_t r0, std::int64_t r1, F&& fn) {
-  const std::int64_t cpr = g.ow / (kV / 2), end = r1 * cpr;
+void pool_quad_chunks(const PoolGeometry& g, std::int64_t Q, std::int64_t r0, std::int64_t r1, F&& fn) {
+  const std::int64_t cpr = g.ow / Q, end = r1 * cpr, per = kV / Q;
   std::int64_t row = r0, q = 0;
-  auto offset = [&] { return 2 * row * g.w + q * kV; };
-  auto step = [&] {
-    if (++q == cpr) q = 0, ++row;
-  };
-  for (std::int64_t t = r0 * cpr; t < end; t += 2) {
-    std::int64_t in[2];
-    in[0] = offset();
-    step();
-    const bool pair = t + 1 < end;
-    in[1] = pair ? offset() : in[0];
-    if (pair) step();
-    fn(t, in, pair);
+  for (std::int64_t t = r0 * cpr; t < end; t += per) {
+    std::int64_t in[4];
+    const int count = static_cast<int>(std::min(per, end - t));
+    for (int k = 0; k < per; ++k) {
+      if (k < count) {
+        in[k] = 2 * row * g.w + q * 2 * Q;
+        if (++q == cpr) q = 0, ++row;
+      } else {
+        in[k] = in[0];
+      }
+    }
+    fn(t, in, count);
   }
 }
 
-/// The window rows' values of chunk pair `in`: ev[r], od[r] the even and odd columns of
-/// window row r, kV windows (the first chunk's in the low half), in the split order.
-inline void pool_quad_load(const float* x, const std::int64_t* in, std::int64_t w, vf* ev, vf* od) {
+/// Input floats of the chunk(s) from in[k] as one vector: chunk in[k] (Q = kV / 2), or the
+/// halves of chunks in[k] and in[k + 1] (AVX-512, Q = 4).
+inline vf pool_quad_vec(const float* x, const std::int64_t* in, int k, bool quarter) {
+#if CONVGRAPH_ISA_AVX512
+  if (quarter)
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(x + in[k])), _mm256_loadu_ps(x + in[k + 1]), 1);
+#else
+  (void)quarter;
+#endif
+  return vload_full(x + in[k]);
+}
+
+/// The window rows' values of chunk group `in`: ev[r], od[r] the even and odd columns of
+/// window row r, kV windows (the first chunk's lowest), in the split order.
+inline void pool_quad_load(const float* x, const std::int64_t* in, std::int64_t w, bool quarter, vf* ev, vf* od) {
   for (int r = 0; r < 2; ++r) {
-    const vf a = vload_full(x + in[0] + r * w), b = vload_full(x + in[1] + r * w);
+    const vf a = pool_quad_vec(x + r * w, in, 0, quarter), b = pool_quad_vec(x + r * w, in, quarter ? 2 : 1, quarter);
     ev[r] = veven_split(a, b);
     od[r] = vodd_split(a, b);
   }
+}
+
+/// Stores the gradient of one input row of the group: lo holds the first kV input floats
+/// (chunk in[0], or in[0] and in[1]), hi the rest.
+inline void pool_quad_store_row(float* gx, const std::int64_t* in, int count, bool quarter, vf lo, vf hi) {
+#if CONVGRAPH_ISA_AVX512
+  if (quarter) {
+    const __m256 part[4] = {_mm512_castps512_ps256(lo), _mm512_extractf32x8_ps(lo, 1), _mm512_castps512_ps256(hi),
+                            _mm512_extractf32x8_ps(hi, 1)};
+    for (int k = 0; k < count; ++k) _mm256_storeu_ps(gx + in[k], part[k]);
+    return;
+  }
+#else
+  (void)quarter;
+#endif
+  vstore_full(gx + in[0], lo);
+  if (count > 1) vstore_full(gx + in[1], hi);
 }
 
 /// avg's factor of a 2x2 window, as the general path computes it.
@@ -958,15 +998,14 @@ inline vf pool_quad_scale(const Plan<float>& c) {
   return vset(static_cast<float>(1.0 / static_cast<double>(c.dspans[0].count * c.hspans[0].count)) * c.inv[0]);
 }
 
-/// Stores the first (pair false) or both chunks of v at out.
-inline void pool_quad_store(float* out, vf v, bool pair) { vstore(out, v, pair ? kV : kV / 2); }
-
 void pool_quad_forward(const Plan<float>& c, const float* x, float* y, std::int64_t r0, std::int64_t r1) {
   const bool max = c.p.mode == PoolMode::max;
   const vf scale = pool_quad_scale(c);
-  pool_quad_chunks(c.g, r0, r1, [&](std::int64_t t, const std::int64_t* in, bool pair) {
+  const std::int64_t Q = pool_quad_chunk(c.g);
+  const bool quarter = Q < kV / 2;
+  pool_quad_chunks(c.g, Q, r0, r1, [&](std::int64_t t, const std::int64_t* in, int count) {
     vf ev[2], od[2];
-    pool_quad_load(x, in, c.g.w, ev, od);
+    pool_quad_load(x, in, c.g.w, quarter, ev, od);
     vf m;
     if (max) {
       const vf m0 = vsel(vreplaces(ev[0], od[0]), od[0], ev[0]), m1 = vsel(vreplaces(ev[1], od[1]), od[1], ev[1]);
@@ -974,7 +1013,7 @@ void pool_quad_forward(const Plan<float>& c, const float* x, float* y, std::int6
     } else {
       m = vmul(vadd(vadd(ev[0], od[0]), vadd(ev[1], od[1])), scale);
     }
-    pool_quad_store(y + t * (kV / 2), vsplit_order(m), pair);
+    vstore(y + t * Q, vsplit_order(m), static_cast<int>(count * Q));
   });
 }
 
@@ -986,12 +1025,14 @@ void pool_quad_backward(const Plan<float>& c, const float* x, const float* gy, f
   const bool max = c.p.mode == PoolMode::max, relu = c.p.relu_grad;
   const vf scale = pool_quad_scale(c);
   const vf zero = vset(0.0f), c1 = vset(1.0f), c2 = vset(2.0f), c3 = vset(3.0f);
-  pool_quad_chunks(c.g, r0, r1, [&](std::int64_t t, const std::int64_t* in, bool pair) {
-    vf g = vsplit_order(vload(gy + t * (kV / 2), pair ? kV : kV / 2));  // its own inverse
+  const std::int64_t Q = pool_quad_chunk(c.g);
+  const bool quarter = Q < kV / 2;
+  pool_quad_chunks(c.g, Q, r0, r1, [&](std::int64_t t, const std::int64_t* in, int count) {
+    vf g = vsplit_order(vload(gy + t * Q, static_cast<int>(count * Q)));  // its own inverse
     vf lo[2], hi[2];
     if (max) {
       vf ev[2], od[2];
-      pool_quad_load(x, in, w, ev, od);
+      pool_quad_load(x, in, w, quarter, ev, od);
       // Codes 0..3: the window's cells in row-major order.
       const vmask u0 = vreplaces(ev[0], od[0]), u1 = vreplaces(ev[1], od[1]);
       const vf m0 = vsel(u0, od[0], ev[0]), m1 = vsel(u1, od[1], ev[1]);
@@ -1006,10 +1047,7 @@ void pool_quad_backward(const Plan<float>& c, const float* x, const float* gy, f
       lo[1] = lo[0];
       hi[1] = hi[0];
     }
-    for (int r = 0; r < 2; ++r) {
-      vstore_full(gx + in[0] + r * w, lo[r]);
-      if (pair) vstore_full(gx + in[1] + r * w, hi[r]);
-    }
+    for (int r = 0; r < 2; ++r) pool_quad_store_row(gx + r * w, in, count, quarter, lo[r], hi[r]);
   });
 }
 
