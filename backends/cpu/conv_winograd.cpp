@@ -20,6 +20,9 @@
 namespace convgraph {
 namespace cpu {
 CONVGRAPH_ISA_DECLARE(std::size_t winograd_workspace_bytes(const ConvProblem& p))
+/// Whether the run is one block of tiles (grad weights: one chunk), whose transformed
+/// filter (grad weights: transform-domain sums) never goes through memory whole.
+CONVGRAPH_ISA_DECLARE(bool winograd_one_block(const ConvProblem& p))
 CONVGRAPH_ISA_DECLARE(void winograd_run(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx))
 }  // namespace cpu
 
@@ -249,11 +252,12 @@ class WinogradConv final : public ConvAlgorithm {
     const double per_tile = 36.0 * static_cast<double>((c_in + c_out) * p.G);  // V and M (D) elements
     // The transformed filter (grad weights: its transform-domain sums), 36 x c_in x c_out,
     // goes out to memory once (38 MB on 512 channels, as much as the GEMM's time on 7x7
-    // images); the GEMM streams it back in under its arithmetic. Not with one block of
-    // at most ~128 tiles (small images): each filter chunk (grad weights: each block of
+    // images); the GEMM streams it back in under its arithmetic. Not when the kernel runs
+    // one block of tiles (small images): each filter chunk (grad weights: each block of
     // sums) is then made and used in cache (resnet_3x3_7 forward: Winograd 6.5 ms,
     // cpu.direct 11.9, estimated 10.8 and 10.6 when charged).
-    const double filter_bytes = tiles > 128 ? 4.0 * 36 * static_cast<double>(c_in * c_out * p.G) : 0.0;
+    const double filter_bytes =
+        CONVGRAPH_ISA_ANY(winograd_one_block)(p) ? 0.0 : 4.0 * 36 * static_cast<double>(c_in * c_out * p.G);
     const double flops = m.flops_per_s();
     // grad_weights' GEMMs run on sgemm; forward and grad inputs on this algorithm's own
     // kernel, whose 6 x 16 register block loses little to a short channel reduction, and

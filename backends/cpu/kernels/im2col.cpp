@@ -3,15 +3,10 @@
 #include <cstring>
 #include <utility>
 
-// The vector helpers below are internal to this file: GCC's note that passing vectors by
-// value has another ABI without AVX does not matter here.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
-
 #include "backends/cpu/conv_geometry.hpp"
 
 #include "backends/cpu/kernels/isa_begin.hpp"
+#include "backends/cpu/kernels/native_vec.hpp"
 
 namespace convgraph::cpu::CONVGRAPH_ISA_NS {
 namespace {
@@ -74,34 +69,17 @@ inline void for_each_run(const ConvGeometry& g, const i64 t[3], i64 p_begin, i64
 /// or three (S = 4); the scalar copy was a third of cpu.corrmm's time on resnet_stem.
 /// A vector step reads up to src[(i + kVL) * S - 1], so it runs only while i + kVL < n:
 /// never past the last element the row needs.
-constexpr int kVL = CONVGRAPH_ISA_VECTOR_BYTES / static_cast<int>(sizeof(float));
-using vnat = float __attribute__((vector_size(kVL * sizeof(float))));
-using vnati = int __attribute__((vector_size(kVL * sizeof(int))));
-
-template <std::size_t... I>
-constexpr vnati even_lanes(std::index_sequence<I...>) {
-  return vnati{static_cast<int>(2 * I)...};
-}
-
 template <int S>
 inline void copy_strided(float* __restrict out, const float* __restrict src, i64 n) {
+  static_assert(S == 2 || S == 4);
+  constexpr vnati even = lane_mask([](int i) { return 2 * i; });
   i64 i = 0;
-#if defined(__GNUC__) && !defined(__clang__)
-  constexpr vnati even = even_lanes(std::make_index_sequence<kVL>{});
-  auto ld = [](const float* p) { vnat v; std::memcpy(&v, p, sizeof v); return v; };
   for (; i + kVL < n; i += kVL) {
     const float* p = src + i * S;
-    vnat r;
-    if constexpr (S == 2) {
-      r = __builtin_shuffle(ld(p), ld(p + kVL), even);
-    } else {
-      static_assert(S == 4);
-      r = __builtin_shuffle(__builtin_shuffle(ld(p), ld(p + kVL), even),
-                            __builtin_shuffle(ld(p + 2 * kVL), ld(p + 3 * kVL), even), even);
-    }
-    std::memcpy(out + i, &r, sizeof r);
+    vnat r = shufn(loadn(p), loadn(p + kVL), even);
+    if constexpr (S == 4) r = shufn(r, shufn(loadn(p + 2 * kVL), loadn(p + 3 * kVL), even), even);
+    storen(out + i, r);
   }
-#endif
   for (; i < n; ++i) out[i] = src[i * S];
 }
 

@@ -45,6 +45,7 @@
 
 #include "backends/cpu/kernels/isa_begin.hpp"
 #include "backends/cpu/kernels/conv_epilogue.hpp"
+#include "backends/cpu/kernels/native_vec.hpp"
 
 namespace convgraph::cpu::CONVGRAPH_ISA_NS {
 namespace {
@@ -52,14 +53,8 @@ namespace {
 using i64 = std::int64_t;
 using v16 = float __attribute__((vector_size(64)));
 using v16i = int __attribute__((vector_size(64)));
-// The level's native vector (kVL floats) for the hot loops: GCC lowers a 16-float generic
-// vector below AVX-512 through the stack (the GEMM ran 4x slower on AVX2 with v16). The
-// tile layout stays in blocks of 16 lanes, which kVL divides.
-constexpr int kVL = CONVGRAPH_ISA_VECTOR_BYTES / static_cast<int>(sizeof(float));
-using vnat = float __attribute__((vector_size(kVL * sizeof(float))));
-using vnati = int __attribute__((vector_size(kVL * sizeof(int))));
-inline vnat loadn(const float* p) { vnat v; std::memcpy(&v, p, sizeof v); return v; }
-inline void storen(float* p, vnat v) { std::memcpy(p, &v, sizeof v); }
+// Hot loops use the level's native vector (native_vec.hpp: kVL floats); the tile layout
+// stays in blocks of 16 lanes, which kVL divides.
 
 constexpr int kAlpha = 6;         // input tile 6x6
 constexpr int kE = kAlpha * kAlpha;
@@ -315,25 +310,6 @@ void transform_filters(const ConvProblem& p, const Job& j, const float* w, float
 
 // ---------------------------------------------------------------------------------------
 // Input transform of one tile row of one channel: V[e][ci][base + tx].
-
-/// A two-source lane permutation of kVL lanes: lane i takes index f(i) of (a, b).
-template <class F, std::size_t... I>
-constexpr vnati lane_mask(F f, std::index_sequence<I...>) {
-  return vnati{f(static_cast<int>(I))...};
-}
-template <class F>
-constexpr vnati lane_mask(F f) {
-  return lane_mask(f, std::make_index_sequence<kVL>{});
-}
-inline vnat shufn(vnat a, vnat b, vnati m) {
-#if defined(__GNUC__) && !defined(__clang__)
-  return __builtin_shuffle(a, b, m);
-#else
-  vnat r;
-  for (int i = 0; i < kVL; ++i) r[i] = m[i] < kVL ? a[m[i]] : b[m[i] - kVL];
-  return r;
-#endif
-}
 
 /// Splits the zero-padded source row (width W) into its 4 column phases:
 /// ph[p*Q + q] = row[4q + p - pl]. 4 * kVL source columns at a time; only chunks that
@@ -786,6 +762,23 @@ struct TapGroup {
   }
 };
 
+/// Transforms tile rows [r0, r1) of one plane (lanes from (r - r0) * tw): taps(r, tap)
+/// gives a row's taps, transform(tap, lanes, base) transforms lanes [base, base + lanes).
+/// One transform per row, or per `group` rows side by side in `grp` (narrow images).
+template <int A, int C, class Taps, class Transform>
+void transform_rows(const Job& j, i64 group, i64 r0, i64 r1, TapGroup<A, C>& grp, Taps&& taps, Transform&& transform) {
+  for (i64 r = r0; r < r1; r += group) {
+    const i64 rows = std::min(group, r1 - r), base = (r - r0) * j.tw;
+    for (i64 k = 0; k < rows; ++k) {
+      const float* tap[A][C];
+      taps(r + k, tap);
+      if (group == 1) transform(tap, j.tw, base);
+      else grp.add(tap, k, j.tw);
+    }
+    if (group > 1) transform(grp.tap, rows * j.tw, base);
+  }
+}
+
 /// dw[gr*Co + co][ci][3x3] = G^T S_e G for the input channels ci in [ci0, ci1), 16 per
 /// vector (3D: ci = c * kd + t is dw[..][c][t], reversed in t when flipping). S holds
 /// output channel co's row: S[e * estride + ci - ci0].
@@ -848,28 +841,20 @@ void run_grad_weights(const ConvProblem& p, const ConvTensors& t, const ConvCont
           std::fill(std::begin(cache.plane), std::end(cache.plane), nullptr);
           const bool in = task < nx;
           const i64 c = in ? task : task - nx, per = in ? j.Ci : j.Co, gr = c / per, ch = c % per;
-          float* dst = in ? V + gr * kE * g.ve + ch * g.ld : D + gr * kE * g.de + ch * g.ld;
-          const i64 dstride = in ? g.ve : g.de;
-          for (i64 r = r0; r < r1; r += g.group) {
-            const i64 rows = std::min(g.group, r1 - r), base = (r - r0) * j.tw;
-            for (i64 k = 0; k < rows; ++k) {
-              const i64 img = (r + k) / j.th, ty = (r + k) % j.th;
-              if (in) {
-                const float* tap[kAlpha][6];
-                input_taps(j.src_plane(x, img, gr, ch), j, ty, cache, tap);
-                if (g.group == 1) input_transform(tap, j.tw, dst, dstride, base);
-                else in_group.add(tap, k, j.tw);
-              } else {
-                const float* tap[4][4];
-                grad_output_taps(j.dst_plane(dy, img, gr, ch), j, ty, lines, cache.zeros, tap);
-                if (g.group == 1) grad_output_transform(tap, j.tw, dst, dstride, base);
-                else out_group.add(tap, k, j.tw);
-              }
-            }
-            if (g.group > 1) {
-              if (in) input_transform(in_group.tap, rows * j.tw, dst, dstride, base);
-              else grad_output_transform(out_group.tap, rows * j.tw, dst, dstride, base);
-            }
+          if (in) {
+            float* dst = V + gr * kE * g.ve + ch * g.ld;
+            transform_rows(
+                j, g.group, r0, r1, in_group,
+                [&](i64 r, const float* tap[kAlpha][6]) { input_taps(j.src_plane(x, r / j.th, gr, ch), j, r % j.th, cache, tap); },
+                [&](const float* const tap[kAlpha][6], i64 lanes, i64 base) { input_transform(tap, lanes, dst, g.ve, base); });
+          } else {
+            float* dst = D + gr * kE * g.de + ch * g.ld;
+            transform_rows(
+                j, g.group, r0, r1, out_group,
+                [&](i64 r, const float* tap[4][4]) {
+                  grad_output_taps(j.dst_plane(dy, r / j.th, gr, ch), j, r % j.th, lines, cache.zeros, tap);
+                },
+                [&](const float* const tap[4][4], i64 lanes, i64 base) { grad_output_transform(tap, lanes, dst, g.de, base); });
           }
         }
       }
@@ -921,6 +906,10 @@ std::size_t winograd_workspace_bytes(const ConvProblem& p) {
   const Job j(p);
   const i64 total = p.direction == ConvDirection::grad_weights ? GwPlan(p, j).total : j.total;
   return static_cast<std::size_t>(total) * sizeof(float);
+}
+bool winograd_one_block(const ConvProblem& p) {
+  const Job j(p);
+  return p.direction == ConvDirection::grad_weights ? GwPlan(p, j).fused : j.fused_filters;
 }
 void winograd_run(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) {
   if (p.direction == ConvDirection::grad_weights) run_grad_weights(p, t, ctx);
