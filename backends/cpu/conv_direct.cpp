@@ -50,9 +50,9 @@ class DirectAlgorithm final : public ConvAlgorithm {
       const KvecShape sh = kvec_shape(pl.ndst, w512 ? 16 : w256 ? 8 : 4, w512 || w256 ? 4 : 2, w512 ? 24 : 12);
       const double lanes = static_cast<double>(pl.ndst) / static_cast<double>(sh.padded());
       // Forward and grad inputs store every output through a transpose in registers (about
-      // the cost of 32 reduction steps; 128 while AVX-512 stored one float at a time);
+      // the cost of 96 reduction steps; 128 while AVX-512 stored one float at a time);
       // grad weights transposes dy once per chunk instead.
-      const double overhead = pl.grad_weights ? 48 : 32;
+      const double overhead = pl.grad_weights ? 48 : 96;
       const double eff = 0.9 * lanes * reduction / (reduction + overhead);
       // The work it does: grad inputs runs over a zero-padded dy, skipping only the taps
       // that read nothing but padding along the outer axis, so a "valid" layer's input
