@@ -305,13 +305,22 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
             x_off[j] = at.n * src_channels * pl.padded_numel + at.base();
           }
           const float* dyk = static_cast<const float*>(t.y) + (grp * pl.ndst + d0) * pl.dst_numel;
+          i64 jv = 0, dv = 0;  // pixels and channels moved as whole 8 x 8 blocks
+#if CONVGRAPH_ISA_AVX2
+          if (dy_off[m - 1] - dy_off[0] == m - 1) {  // one image's consecutive pixels
+            jv = m / 8 * 8, dv = nd / 8 * 8;
+            for (i64 dd = 0; dd < dv; dd += 8)
+              for (i64 j = 0; j < jv; j += 8)
+                kvec_transpose8(dyk + dd * pl.dst_numel + dy_off[0] + j, pl.dst_numel, dyt + j * B + dd, B);
+          }
+#endif
           for (i64 dd = 0; dd < B; ++dd) {
             if (dd >= nd) {  // lanes past the last channel: zeros, never stored
               for (i64 j = 0; j < m; ++j) dyt[j * B + dd] = 0.0f;
               continue;
             }
             const float* row = dyk + dd * pl.dst_numel;
-            for (i64 j = 0; j < m; ++j) dyt[j * B + dd] = row[dy_off[j]];
+            for (i64 j = dd < dv ? jv : 0; j < m; ++j) dyt[j * B + dd] = row[dy_off[j]];
           }
           for (i64 tr = 0; tr < ntr; ++tr) {
             const float* rows[kMaxP];
