@@ -322,6 +322,9 @@ void phase_line(const float* row, i64 W, i64 pl, const Job& j, float* ph) {
   constexpr vnati m23 = lane_mask([](int i) { return i < H ? 4 * i + 2 : 4 * (i - H) + 3; });
   constexpr vnati lo = lane_mask([](int i) { return i < H ? i : kVL + i - H; });
   constexpr vnati hi = lane_mask([](int i) { return i < H ? H + i : kVL + i; });
+  // Rows are read top to bottom, each plane for a few tile rows only: too short a run for
+  // the hardware prefetcher, so fetch the row four below (the next tile row's) now.
+  for (i64 x = 0; x < W; x += 16) __builtin_prefetch(row + 4 * W + x);
   // Lanes tx < tw read phases up to q = tw; later q stay as zeroed at slot start.
   for (i64 q = 0; q <= j.tw; q += kVL) {
     const i64 x0 = 4 * q - pl;  // source column of this chunk's first value
