@@ -832,9 +832,12 @@ void transposed_rows(const float* x, const Job& j, const GwPlan& g, i64 img, i64
     }
     for (i64 x0 = 0; x0 < g.wp; x0 += kVL) {
       const i64 sx = x0 - j.pl;  // source column of this block's first value
+      const bool inside = sx >= 0 && sx + kVL <= j.W;
       vnat r[kVL];
-      for (int l = 0; l < kVL; ++l)
-        r[l] = plane[l] ? loadn_part(plane[l] + y * j.W + sx, -sx, j.W - sx) : vnat{};
+      for (int l = 0; l < kVL; ++l) {
+        const float* at = plane[l] ? plane[l] + y * j.W + sx : nullptr;
+        r[l] = !at ? vnat{} : inside ? loadn(at) : loadn_part(at, -sx, j.W - sx);
+      }
       transpose_stage<kVL / 2>(r);
       for (int c = 0; c < kVL; ++c) storen(out + (x0 + c) * kVL, r[c]);
     }
