@@ -18,7 +18,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/conv_geometry.hpp"
@@ -27,6 +29,7 @@
 
 #include "backends/cpu/kernels/isa_begin.hpp"
 #include "backends/cpu/kernels/conv_epilogue.hpp"
+#include "backends/cpu/kernels/native_vec.hpp"
 
 namespace convgraph::cpu::CONVGRAPH_ISA_NS {
 namespace {
@@ -118,39 +121,24 @@ void tile(const float* const* src, const float* w, const i64* taps, i64 T, i64 n
     }
 }
 
-#if CONVGRAPH_ISA_AVX2
-/// out[c * ostride + k] = in[k * istride + c] for an 8 x 8 block, in registers: a unit's
-/// transposed store moves whole vectors instead of one float per load and store. AVX-512
-/// takes the same 8 x 8 blocks (Zen 4, resnet_stem forward, 1 thread: 26.9 -> 21.0 ms
-/// against the scalar store; 16 x 16 blocks measured no faster: the stores' misses bound it).
-using kvec_v8 = float __attribute__((vector_size(8 * sizeof(float))));
-inline void kvec_transpose8(const float* in, i64 istride, float* out, i64 ostride) {
-  // Unrolled so r[] lives in registers: a rolled loop kept it in memory, and GCC copies 32
-  // bytes by 16-byte pieces, whose two stores then stall each 32-byte load (no forwarding).
-  kvec_v8 r[8], t[8], u[8];
-#pragma GCC unroll 8
-  for (int k = 0; k < 8; ++k) std::memcpy(&r[k], in + k * istride, sizeof(kvec_v8));
-#pragma GCC unroll 4
-  for (int k = 0; k < 8; k += 2) {  // pairs of rows interleaved
-    t[k] = __builtin_shufflevector(r[k], r[k + 1], 0, 8, 1, 9, 4, 12, 5, 13);
-    t[k + 1] = __builtin_shufflevector(r[k], r[k + 1], 2, 10, 3, 11, 6, 14, 7, 15);
-  }
-#pragma GCC unroll 2
-  for (int k = 0; k < 8; k += 4)  // then pairs of pairs: columns c and c + 4 of 4 rows
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h) {
-      u[k + 2 * h] = __builtin_shufflevector(t[k + h], t[k + h + 2], 0, 1, 8, 9, 4, 5, 12, 13);
-      u[k + 2 * h + 1] = __builtin_shufflevector(t[k + h], t[k + h + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+/// out[c * ostride + k] = in[k * istride + c] for k < rows, c < cols, in whole kVL x kVL
+/// blocks through registers; returns the extents the blocks covered (rows and cols rounded
+/// down to kVL), the caller moves the rest one float at a time. Unit stores and dy chunks
+/// moved one float per load and store before (Zen 4, resnet_stem forward, 1 thread: 26.9
+/// -> 21.0 ms; Zen 3 with 8 x 8 blocks: the stem 0.57 -> 0.69 of peak).
+std::pair<i64, i64> transpose_blocks(const float* in, i64 istride, float* out, i64 ostride, i64 rows, i64 cols) {
+  const i64 rv = rows / kVL * kVL, cv = cols / kVL * kVL;
+  for (i64 k = 0; k < rv; k += kVL)
+    for (i64 c = 0; c < cv; c += kVL) {
+      vnat r[kVL];
+#pragma GCC unroll 16
+      for (int i = 0; i < kVL; ++i) r[i] = loadn(in + (k + i) * istride + c);
+      transposen(r);
+#pragma GCC unroll 16
+      for (int i = 0; i < kVL; ++i) storen(out + (c + i) * ostride + k, r[i]);
     }
-#pragma GCC unroll 4
-  for (int c = 0; c < 4; ++c) {  // then the two halves of the rows: columns c and c + 4
-    const kvec_v8 lo = __builtin_shufflevector(u[c], u[c + 4], 0, 1, 2, 3, 8, 9, 10, 11);
-    const kvec_v8 hi = __builtin_shufflevector(u[c], u[c + 4], 4, 5, 6, 7, 12, 13, 14, 15);
-    std::memcpy(out + c * ostride, &lo, sizeof(kvec_v8));
-    std::memcpy(out + (c + 4) * ostride, &hi, sizeof(kvec_v8));
-  }
+  return {rv, cv};
 }
-#endif
 
 using TileFn = void (*)(const float* const*, const float*, const i64*, i64, i64, i64, i64, i64, float*, bool);
 
@@ -305,15 +293,9 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
             x_off[j] = at.n * src_channels * pl.padded_numel + at.base();
           }
           const float* dyk = static_cast<const float*>(t.y) + (grp * pl.ndst + d0) * pl.dst_numel;
-          i64 jv = 0, dv = 0;  // pixels and channels moved as whole 8 x 8 blocks
-#if CONVGRAPH_ISA_AVX2
-          if (dy_off[m - 1] - dy_off[0] == m - 1) {  // one image's consecutive pixels
-            jv = m / 8 * 8, dv = nd / 8 * 8;
-            for (i64 dd = 0; dd < dv; dd += 8)
-              for (i64 j = 0; j < jv; j += 8)
-                kvec_transpose8(dyk + dd * pl.dst_numel + dy_off[0] + j, pl.dst_numel, dyt + j * B + dd, B);
-          }
-#endif
+          i64 jv = 0, dv = 0;  // pixels and channels moved as whole blocks
+          if (dy_off[m - 1] - dy_off[0] == m - 1)  // one image's consecutive pixels
+            std::tie(dv, jv) = transpose_blocks(dyk + dy_off[0], pl.dst_numel, dyt, B, nd, m);
           for (i64 dd = 0; dd < B; ++dd) {
             if (dd >= nd) {  // lanes past the last channel: zeros, never stored
               for (i64 j = 0; j < m; ++j) dyt[j * B + dd] = 0.0f;
@@ -421,16 +403,10 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
         // a time, so the stores run along one output plane (strided loads from L1 are
         // cheap; stores spread over 16-64 planes stalled on their misses), with no staging
         // copy and no memcpy call per short run.
-        i64 jv = 0, dv = 0;  // pixels and channels stored as whole 8 x 8 blocks
-#if CONVGRAPH_ISA_AVX2
-        if (one_image) {
-          jv = npix / 8 * 8, dv = nd / 8 * 8;
-          for (i64 dd = 0; dd < dv; dd += 8)
-            for (i64 j = 0; j < jv; j += 8)
-              kvec_transpose8(acc + j * B + dd, B, dst + (grp * pl.ndst + d0 + dd) * pl.dst_numel + dst_off[0] + j,
-                              pl.dst_numel);
-        }
-#endif
+        i64 jv = 0, dv = 0;  // pixels and channels stored as whole blocks
+        if (one_image)
+          std::tie(jv, dv) =
+              transpose_blocks(acc, B, dst + (grp * pl.ndst + d0) * pl.dst_numel + dst_off[0], pl.dst_numel, npix, nd);
         for (i64 dd = 0; dd < nd; ++dd) {
           const i64 ch = grp * pl.ndst + d0 + dd;
           float* dc = dst + ch * pl.dst_numel;

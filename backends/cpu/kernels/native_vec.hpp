@@ -47,4 +47,21 @@ inline vnat shufn(vnat a, vnat b, vnati m) {
 #endif
 }
 
+/// r[k][l] -> r[l][k] for a kVL x kVL block in registers: log2(kVL) stages, each swapping
+/// the off-diagonal sub-blocks of width B between the row pairs (k, k + B).
+template <int B = kVL / 2>
+inline void transposen(vnat r[kVL]) {
+  if constexpr (B >= 1) {
+    constexpr vnati lo = lane_mask([](int l) { return (l & B) == 0 ? l : kVL + l - B; });
+    constexpr vnati hi = lane_mask([](int l) { return (l & B) == 0 ? l + B : kVL + l; });
+#pragma GCC unroll 16
+    for (int k = 0; k < kVL; ++k)
+      if ((k & B) == 0) {
+        const vnat a = r[k], b = r[k + B];
+        r[k] = shufn(a, b, lo), r[k + B] = shufn(a, b, hi);
+      }
+    transposen<B / 2>(r);
+  }
+}
+
 }  // namespace convgraph::cpu::CONVGRAPH_ISA_NS

@@ -801,57 +801,50 @@ void transform_rows(const Job& j, i64 group, i64 r0, i64 r1, TapGroup<A, C>& grp
   }
 }
 
-/// r[k][l] -> r[l][k] for a kVL x kVL block in registers: log2(kVL) stages, each swapping
-/// the off-diagonal sub-blocks of width B between row pairs (k, k + B).
-template <int B>
-inline void transpose_stage(vnat r[kVL]) {
-  if constexpr (B >= 1) {
-    constexpr vnati lo = lane_mask([](int l) { return (l & B) == 0 ? l : kVL + l - B; });
-    constexpr vnati hi = lane_mask([](int l) { return (l & B) == 0 ? l + B : kVL + l; });
-    for (int k = 0; k < kVL; ++k)
-      if ((k & B) == 0) {
-        const vnat a = r[k], b = r[k + B];
-        r[k] = shufn(a, b, lo), r[k + B] = shufn(a, b, hi);
-      }
-    transpose_stage<B / 2>(r);
-  }
-}
+/// Source rows of one panel of kVL input channels (c0 ..), transposed: row y of image img
+/// as row[x][l] = channel c0 + l, column x - pl (zero outside the plane and past Ci), so a
+/// tile's 36 taps are 36 vector loads of kVL channels. Kept in slot y mod 6, as LineCache
+/// keeps phase lines: consecutive tile rows share two of their six rows.
+struct PanelRows {
+  float* rows = nullptr;  ///< kAlpha slots of wp * kVL floats
+  i64 img[kAlpha], y[kAlpha];
+  explicit PanelRows(float* buf) : rows(buf) { std::fill(std::begin(img), std::end(img), -1); }
 
-/// The 6 source rows of tile row (img, ty) for input channels c0 .. c0 + kVL, transposed:
-/// rows[i][x][l] = channel c0 + l, row 4 ty - pt + i, column x - pl (zero outside the
-/// plane and past Ci), so a tile's 36 taps are 36 vector loads of kVL channels.
-void transposed_rows(const float* x, const Job& j, const GwPlan& g, i64 img, i64 gr, i64 c0, i64 ty, float* rows) {
-  const float* plane[kVL];
-  for (int l = 0; l < kVL; ++l) plane[l] = c0 + l < j.Ci ? j.src_plane(x, img, gr, c0 + l) : nullptr;
-  for (int i = 0; i < kAlpha; ++i) {
-    const i64 y = 4 * ty - j.pt + i;
-    float* out = rows + i * g.wp * kVL;
-    if (y < 0 || y >= j.H) {
+  const float* get(const float* x, const Job& j, const GwPlan& g, i64 im, i64 gr, i64 c0, i64 yy) {
+    const auto slot = static_cast<std::size_t>((yy % kAlpha + kAlpha) % kAlpha);
+    float* out = rows + static_cast<i64>(slot) * g.wp * kVL;
+    if (img[slot] == im && y[slot] == yy) return out;
+    img[slot] = im, y[slot] = yy;
+    if (yy < 0 || yy >= j.H) {
       std::memset(out, 0, static_cast<std::size_t>(g.wp * kVL) * sizeof(float));
-      continue;
+      return out;
+    }
+    const float* line[kVL];
+    for (int l = 0; l < kVL; ++l) {
+      const float* plane = c0 + l < j.Ci ? j.src_plane(x, im, gr, c0 + l) : nullptr;
+      line[l] = plane ? plane + yy * j.W : nullptr;
     }
     for (i64 x0 = 0; x0 < g.wp; x0 += kVL) {
       const i64 sx = x0 - j.pl;  // source column of this block's first value
       const bool inside = sx >= 0 && sx + kVL <= j.W;
       vnat r[kVL];
-      for (int l = 0; l < kVL; ++l) {
-        const float* at = plane[l] ? plane[l] + y * j.W + sx : nullptr;
-        r[l] = !at ? vnat{} : inside ? loadn(at) : loadn_part(at, -sx, j.W - sx);
-      }
-      transpose_stage<kVL / 2>(r);
+      for (int l = 0; l < kVL; ++l)
+        r[l] = !line[l] ? vnat{} : inside ? loadn(line[l] + sx) : loadn_part(line[l] + sx, -sx, j.W - sx);
+      transposen(r);
       for (int c = 0; c < kVL; ++c) storen(out + (x0 + c) * kVL, r[c]);
     }
+    return out;
   }
-}
+};
 
-/// V[e][tile0 + tx][lanes] = (B^T d B)[e] of each tile tx of the transposed rows, kVL input
-/// channels per vector; V's tile stride is kVL.
-void input_transform_channels(const float* rows, const GwPlan& g, i64 tw, float* V, i64 vstride) {
+/// V[e][tx][lanes] = (B^T d B)[e] of each tile tx of one tile row whose 6 transposed source
+/// rows are `row`, kVL input channels per vector; V's tile stride is kVL.
+void input_transform_channels(const float* const row[kAlpha], i64 tw, float* V, i64 vstride) {
   for (i64 tx = 0; tx < tw; ++tx) {
     vnat h[kAlpha][kAlpha];  // h[i][s]: row i after the horizontal transform
     for (int i = 0; i < kAlpha; ++i) {
       vnat d[6];
-      for (int c = 0; c < 6; ++c) d[c] = loadn(rows + (i * g.wp + 4 * tx + c) * kVL);
+      for (int c = 0; c < 6; ++c) d[c] = loadn(row[i] + (4 * tx + c) * kVL);
       bt6(d, h[i]);
     }
     for (int s = 0; s < kAlpha; ++s) {
@@ -956,10 +949,12 @@ void run_grad_weights(const ConvProblem& p, const ConvTensors& t, const ConvCont
           const bool in = task < nx;
           const i64 c = in ? task : task - nx, per = in ? g.ncb : j.Co, gr = c / per, ch = c % per;
           if (in) {
-            float* rows = lines + g.rows_off;
+            PanelRows cache(lines + g.rows_off);
             for (i64 r = r0; r < r1; ++r) {
-              transposed_rows(x, j, g, r / j.th, gr, ch * kVL, r % j.th, rows);
-              input_transform_channels(rows, g, j.tw, V + gr * kE * g.ve + ch * g.vp + (r - r0) * j.tw * kVL, g.ve);
+              const i64 img = r / j.th, y0 = 4 * (r % j.th) - j.pt;
+              const float* row[kAlpha];
+              for (int i = 0; i < kAlpha; ++i) row[i] = cache.get(x, j, g, img, gr, ch * kVL, y0 + i);
+              input_transform_channels(row, j.tw, V + gr * kE * g.ve + ch * g.vp + (r - r0) * j.tw * kVL, g.ve);
             }
           } else {
             float* dst = D + gr * kE * g.de + ch * g.ld;
