@@ -674,6 +674,7 @@ struct GwPlan {
   bool fused = false;
   static constexpr i64 kBlock = 64;  ///< cb, ib: a 590 KB S block, L2-sized
   i64 cb = 0, ib = 0, nco = 0, nci = 0;  ///< block sizes and counts per group
+  i64 es = 0;                            ///< S block's e stride: + 16 floats, off a multiple of 4 KiB
   i64 s_block = 0;                       ///< floats of one slot's S block
   // Workspace (float offsets): S [g][e][co][ci] (fused: one S block per slot), V, D, then
   // per slot: dy's phase lines and 6 transposed source rows.
@@ -700,7 +701,8 @@ struct GwPlan {
     fused = R == j.rows;
     cb = std::min(kBlock, j.Co), ib = std::min(kBlock, round_up(j.Ci, kMaxVL));
     nco = (j.Co + cb - 1) / cb, nci = (j.Ci + ib - 1) / ib;
-    s_block = floats(kE * cb * ib);
+    es = cb * ib + 16;  // (inverse_filters reads 36 rows e apart: at 16 KiB they shared one L1 set)
+    s_block = floats(kE * es);
     v_off = fused ? j.slots * s_block : floats(j.G * kE * j.Co * j.Ci);
     // Sized for the widest level's panels (kMaxVL lanes, and the narrowest's panel count
     // for the padding), so the workspace is the same at every level.
@@ -897,7 +899,10 @@ void inverse_filters(const ConvProblem& p, const Job& j, const float* S, i64 est
     v16 t[kAlpha][3];  // t[e0]: row e0 of S after G^T along the columns
     for (int e0 = 0; e0 < kAlpha; ++e0) {
       v16 s[6];
-      for (int e1 = 0; e1 < 6; ++e1) s[e1] = load_part(S + (e0 * 6 + e1) * estride + (c0 - ci0), 0, n);
+      for (int e1 = 0; e1 < 6; ++e1) {
+        const float* row = S + (e0 * 6 + e1) * estride + (c0 - ci0);
+        s[e1] = n == 16 ? load(row) : load_part(row, 0, n);
+      }
       gt6(s, t[e0]);
     }
     alignas(64) float g[9][16];
@@ -906,6 +911,12 @@ void inverse_filters(const ConvProblem& p, const Job& j, const float* S, i64 est
       v16 o[3];
       gt6(col, o);
       for (int b0 = 0; b0 < 3; ++b0) store(g[b0 * 3 + b1], o[b0]);
+    }
+    if (j.kd == 1) {  // 2D: the n channels' filters are one run of n * 9 floats
+      float* out = dw + ((gr * j.Co + co) * j.Ci + c0) * 9;
+      for (i64 l = 0; l < n; ++l)
+        for (int tap = 0; tap < 9; ++tap) out[l * 9 + (p.flip ? 8 - tap : tap)] = g[tap][l];
+      continue;
     }
     for (i64 l = 0; l < n; ++l) {
       const i64 ci = c0 + l, t = ci % j.kd;
@@ -982,9 +993,9 @@ void run_grad_weights(const ConvProblem& p, const ConvTensors& t, const ConvCont
             const i64 m = std::min(g.cb, j.Co - co0), n = std::min(g.ib, j.Ci - ci0);
             for (i64 e = 0; e < kE; ++e)
               gemm_dv(g, m, n, tiles, D + (gr * kE + e) * g.de + co0 * g.ld, V + (gr * kE + e) * g.ve + ci0 / kVL * g.vp,
-                      0.0f, Sb + e * g.cb * g.ib, g.ib);
+                      0.0f, Sb + e * g.es, g.ib);
             for (i64 co = co0; co < co0 + m; ++co)
-              inverse_filters(p, j, Sb + (co - co0) * g.ib, g.cb * g.ib, ci0, ci0 + n, dw, gr, co);
+              inverse_filters(p, j, Sb + (co - co0) * g.ib, g.es, ci0, ci0 + n, dw, gr, co);
           }
         }
       });
