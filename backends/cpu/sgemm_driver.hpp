@@ -91,9 +91,10 @@ class Scratch {
 };
 
 /// Slot 0: a thread's A sliver; 1: a thread's B block; 2: the caller's fully packed B;
-/// 3: one sliver of a B source's rows (PanelSource::rows); 4: the caller's depth-part sums.
+/// 3: one sliver of a B source's rows (PanelSource::rows); 4: the caller's depth-part sums;
+/// 5: the caller's transposed product (sgemm.cpp's operand swap).
 inline float* scratch(int slot, std::int64_t floats) {
-  thread_local Scratch buffers[5];
+  thread_local Scratch buffers[6];
   return buffers[slot].get(floats);
 }
 

@@ -213,6 +213,32 @@ TEST_CASE("sgemm: a long depth over a small C is split into partial sums", "[sge
   }
 }
 
+TEST_CASE("sgemm: A B^T with N >= 2M and a long depth (computed as C^T = B A^T): right, and the same bits on any thread count",
+          "[sgemm]") {
+  // Grad-weights shapes: sgemm runs the swapped product into scratch and adds it to C
+  // transposed, with alpha, beta, NaN in C under beta == 0 and padded leading dimensions.
+  ThreadPool p2(2), p3(3);
+  const bool thin = convgraph::test::sanitized_build();
+  for (CpuIsa isa : runnable_isas()) {
+    if (thin && isa != convgraph::active_cpu_isa()) continue;
+    check_case({false, true, 13, 45, 8200, 0.5f, 0.75f, 3}, isa, &p2);
+    check_case({false, true, 7, 70, 9001, 1.0f, 0.0f, 0}, isa, nullptr, /*nan_c=*/true);
+    const i64 M = 30, N = 100, K = 8300;
+    std::mt19937 rng(11);
+    const std::vector<float> A = random_matrix(M, K, 0, rng), B = random_matrix(N, K, 0, rng);
+    std::vector<std::vector<float>> results;
+    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &p2, &p3}) {
+      std::vector<float> C(static_cast<std::size_t>(M * N), 1.0f);
+      convgraph::cpu::sgemm_with_isa(isa, false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 0.5f, C.data(), N,
+                                     pool);
+      results.push_back(std::move(C));
+    }
+    INFO(convgraph::cpu_isa_name(isa));
+    CHECK(results[1] == results[0]);
+    CHECK(results[2] == results[0]);
+  }
+}
+
 TEST_CASE("sgemm: split depth, batch-reduce and tile hook: final tiles, the same bits on any thread count",
           "[sgemm]") {
   // C = sum over 3 batch elements of A_b * B_b^T (grad weights' shape), K long enough to
