@@ -123,8 +123,8 @@ void run_isa(CpuIsa isa, const GemmArgs& g, ThreadPool* pool) {
 /// C = A B^T with both operands stored along K (grad weights: K = pixels, long) transposes
 /// op(B)'s N x K block by block as it packs it, while op(A) is a plain copy. When N is the
 /// larger side, C^T = B A^T transposes the M x K side instead, the smaller one: computed
-/// into a scratch N x M product and added to C transposed at the end (M x N floats against
-/// 2 M N K flops). Zen 4, 1 thread, GFLOP/s: 128x1728x100352 (c3d_conv2's grad weights)
+/// into a scratch N x M product whose tiles are added to C transposed as they finish (M x N
+/// floats against 2 M N K flops). Zen 4, 1 thread, GFLOP/s: 128x1728x100352 (c3d_conv2's grad weights)
 /// 91 -> 104, 128x576x50176 92 -> 101, 64x147x100352 76 -> 83. Below K = 8192 it measured no
 /// better (256x2304x1568 3% slower), so short depths keep the direct order.
 bool swap_pays(const GemmArgs& g) {
@@ -132,26 +132,37 @@ bool swap_pays(const GemmArgs& g) {
          g.K >= 8192 && g.M * g.N <= (std::int64_t{1} << 22);
 }
 
-void run_swapped(CpuIsa isa, const GemmArgs& g, ThreadPool* pool) {
-  float* ct = sgemm_detail::scratch(5, g.N * g.M);
+/// Adds the swapped product's finished tiles to C transposed (a TileHook: the driver calls
+/// it on each tile as soon as it is final, in the thread that finished it, while the tile is
+/// still in cache). Rows i0..i1 of the product are columns of C.
+struct SwappedCombine {
+  const GemmArgs* g;
+  float* product;  ///< N x M, row stride M, alpha already applied
+  static void tile(const void* ctx, std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
+    const auto& self = *static_cast<const SwappedCombine*>(ctx);
+    const GemmArgs& g = *self.g;
+    for (std::int64_t i = j0; i < j1; ++i) {
+      float* c = g.C + i * g.ldc;
+      for (std::int64_t j = i0; j < i1; ++j) {
+        const float r = self.product[j * g.M + i];
+        c[j] = g.beta == 0.0f ? r : g.beta * c[j] + r;
+      }
+    }
+  }
+};
+
+void run_isa_or_swapped(CpuIsa isa, const GemmArgs& g, ThreadPool* pool) {
+  if (!swap_pays(g)) return run_isa(isa, g, pool);
+  const SwappedCombine combine{&g, sgemm_detail::scratch(5, g.N * g.M)};
+  const TileHook hook{&SwappedCombine::tile, &combine};
   GemmArgs s = g;
   s.M = g.N, s.N = g.M;
   s.A = g.B, s.lda = g.ldb;
   s.B = g.A, s.ldb = g.lda;
-  s.alpha = 1.0f, s.beta = 0.0f;
-  s.C = ct, s.ldc = g.M;
+  s.beta = 0.0f;
+  s.C = combine.product, s.ldc = g.M;
+  s.hook = &hook;
   run_isa(isa, s, pool);
-  // C = alpha C^T-product + beta C, in 32 x 32 blocks (reads ct down its columns).
-  constexpr std::int64_t kB = 32;
-  for (std::int64_t i0 = 0; i0 < g.M; i0 += kB)
-    for (std::int64_t j0 = 0; j0 < g.N; j0 += kB)
-      for (std::int64_t i = i0; i < std::min(g.M, i0 + kB); ++i) {
-        float* c = g.C + i * g.ldc;
-        for (std::int64_t j = j0; j < std::min(g.N, j0 + kB); ++j) {
-          const float r = g.alpha * ct[j * g.M + i];
-          c[j] = g.beta == 0.0f ? r : g.beta * c[j] + r;
-        }
-      }
 }
 
 /// sysconf's answer, or `fallback` when it has none (0 or -1: not reported).
@@ -213,8 +224,7 @@ void sgemm_ex(bool transA, bool transB, std::int64_t M, std::int64_t N, std::int
   g.b_stride = ext.b_stride;
   g.bsrc = ext.b_source;
   g.hook = ext.tile_done;
-  if (swap_pays(g)) return run_swapped(active_cpu_isa(), g, pool);
-  run_isa(active_cpu_isa(), g, pool);
+  run_isa_or_swapped(active_cpu_isa(), g, pool);
 }
 
 void sgemm_with_isa(CpuIsa isa, bool transA, bool transB, std::int64_t M, std::int64_t N,
@@ -229,8 +239,7 @@ void sgemm_with_isa(CpuIsa isa, bool transA, bool transB, std::int64_t M, std::i
     return;
   }
   const GemmArgs g{transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc};
-  if (swap_pays(g)) return run_swapped(isa, g, pool);
-  run_isa(isa, g, pool);
+  run_isa_or_swapped(isa, g, pool);
 }
 
 void sgemm(bool transA, bool transB, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,

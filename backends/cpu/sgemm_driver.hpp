@@ -373,13 +373,13 @@ void run_sgemm(const GemmArgs& g, ThreadPool* pool) {
           // block's rows are fetched during this one's compute: this task's next step, or
           // the first step of the task this thread runs next.
           std::int64_t nstep = step + 1, nj0 = j0, nj1 = j1;
-          if (nstep == step1 && t + 1 < end) {
-            const std::int64_t nt_part = (t + 1) / tiles, nt_col = (t + 1) % ntiles;
-            nstep = steps * nt_part / kparts;
-            nj0 = nt_col * tile_ns;
+          const bool next_task = nstep == step1 && t + 1 < end;
+          if (next_task) {
+            nstep = steps * ((t + 1) / tiles) / kparts;
+            nj0 = (t + 1) % ntiles * tile_ns;
             nj1 = std::min(nsl, nj0 + tile_ns);
           }
-          if (nstep < steps && (nstep < step1 || t + 1 < end)) {
+          if (nstep < step1 || next_task) {
             const std::int64_t nb = nstep / nkb, np0 = nstep % nkb * kcb;
             const std::int64_t ncols = std::min(N, nj1 * NR) - nj0 * NR;
             next = PrefetchRows(nullptr, 0, 0, g.B + nb * g.b_stride + np0 * g.ldb + nj0 * NR, g.ldb,

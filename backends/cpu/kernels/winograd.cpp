@@ -88,6 +88,7 @@ inline vnat loadn_part(const float* p, i64 lo, i64 hi) {
 
 /// The same for 16 lanes (inverse_filters' vectors of 16 input channels).
 inline v16 load_part(const float* p, i64 lo, i64 hi) {
+  if (lo <= 0 && hi >= 16) return load(p);  // whole vectors: one load
   alignas(64) float lanes[16];
   for (int c = 0; c < 16; c += kVL) storen(lanes + c, loadn_part(p + c, lo - c, hi - c));
   return load(lanes);
@@ -899,10 +900,7 @@ void inverse_filters(const ConvProblem& p, const Job& j, const float* S, i64 est
     v16 t[kAlpha][3];  // t[e0]: row e0 of S after G^T along the columns
     for (int e0 = 0; e0 < kAlpha; ++e0) {
       v16 s[6];
-      for (int e1 = 0; e1 < 6; ++e1) {
-        const float* row = S + (e0 * 6 + e1) * estride + (c0 - ci0);
-        s[e1] = n == 16 ? load(row) : load_part(row, 0, n);
-      }
+      for (int e1 = 0; e1 < 6; ++e1) s[e1] = load_part(S + (e0 * 6 + e1) * estride + (c0 - ci0), 0, n);
       gt6(s, t[e0]);
     }
     alignas(64) float g[9][16];
@@ -912,14 +910,8 @@ void inverse_filters(const ConvProblem& p, const Job& j, const float* S, i64 est
       gt6(col, o);
       for (int b0 = 0; b0 < 3; ++b0) store(g[b0 * 3 + b1], o[b0]);
     }
-    if (j.kd == 1) {  // 2D: the n channels' filters are one run of n * 9 floats
-      float* out = dw + ((gr * j.Co + co) * j.Ci + c0) * 9;
-      for (i64 l = 0; l < n; ++l)
-        for (int tap = 0; tap < 9; ++tap) out[l * 9 + (p.flip ? 8 - tap : tap)] = g[tap][l];
-      continue;
-    }
     for (i64 l = 0; l < n; ++l) {
-      const i64 ci = c0 + l, t = ci % j.kd;
+      const i64 ci = c0 + l, t = j.kd == 1 ? 0 : ci % j.kd;  // 2D: no division per channel
       float* out = dw + ((gr * j.Co + co) * j.Ci + ci - t + (p.flip ? j.kd - 1 - t : t)) * 9;
       for (int tap = 0; tap < 9; ++tap) out[p.flip ? 8 - tap : tap] = g[tap][l];
     }
