@@ -304,7 +304,19 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
             const float* row = dyk + dd * pl.dst_numel;
             for (i64 j = dd < dv ? jv : 0; j < m; ++j) dyt[j * B + dd] = row[dy_off[j]];
           }
+          // The next chunk's dy (its nd rows of pixels, when it continues this image) is
+          // fetched during this chunk's tiles: the transpose above read nd rows at once,
+          // more streams than the hardware prefetchers follow.
+          const i64 next_m = std::min(kChunkPixels, hi - c0 - m);
+          const bool ahead = next_m > 0 && dy_off[m - 1] - dy_off[0] == m - 1 &&
+                             dy_off[0] % pl.dst_numel + m + next_m <= pl.dst_numel;
+          const i64 lines = (next_m * static_cast<i64>(sizeof(float)) + 63) / 64 + 1;
           for (i64 tr = 0; tr < ntr; ++tr) {
+            if (ahead)
+              for (i64 dd = tr * nd / ntr; dd < (tr + 1) * nd / ntr; ++dd) {
+                const char* at = reinterpret_cast<const char*>(dyk + dd * pl.dst_numel + dy_off[0] + m);
+                for (i64 l = 0; l < lines; ++l) __builtin_prefetch(at + 64 * l, 0, 2);
+              }
             const float* rows[kMaxP];
             for (i64 r = 0; r < P; ++r) rows[r] = xg + row_off[static_cast<std::size_t>(tr * P + r)];
             fn(rows, dyt, x_off, m, m, 0, 1, 0, part + tr * tile_floats, c0 == lo);
@@ -394,10 +406,21 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
         const i64 d0 = kb * B;
         const i64 nd = std::min<i64>(B, pl.ndst - d0);
         const float* wb = packed + (grp * nkb + kb) * Q * T * B;
+        float* dst_block = dst + (grp * pl.ndst + d0) * pl.dst_numel + dst_off[0];
+        const i64 run_lines = (npix * static_cast<i64>(sizeof(float)) + 63) / 64 + 1;
         for (i64 q0 = 0; q0 < Q; q0 += qc)
-          for (i64 i = 0; i < ntiles; ++i)
+          for (i64 i = 0; i < ntiles; ++i) {
+            // The block's destination lines are fetched for writing while its tiles run
+            // (a share per tile, in the first chunk): the transposed store below then
+            // hits in cache instead of stalling on one miss per line of nd planes.
+            if (one_image && q0 == 0)
+              for (i64 dd = i * nd / ntiles; dd < (i + 1) * nd / ntiles; ++dd) {
+                const char* at = reinterpret_cast<const char*>(dst_block + dd * pl.dst_numel);
+                for (i64 l = 0; l < run_lines; ++l) __builtin_prefetch(at + 64 * l, 1, 3);
+              }
             fn(bases + i * P, wb + tap0[i] * B, tap_off.data() + tap0[i], T, ntap[i], q0, std::min(Q, q0 + qc),
                pl.padded_numel, acc + i * P * B, q0 == 0);
+          }
         // Transposed store: each destination channel's pixels are contiguous within an image.
         // acc's tiles are contiguous: pixel j's channel dd is at j * B + dd. One channel at
         // a time, so the stores run along one output plane (strided loads from L1 are
