@@ -274,17 +274,25 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
     const i64 S = pl.slices, per = (pixels + S - 1) / S;
     const i64 tile_floats = P * B;
     auto partial_at = [&](i64 grp, i64 kb, i64 s) { return packed + ((grp * nkb + kb) * S + s) * ntr * tile_floats; };
-    parallel_over(ctx, p.G * nkb * S, [&](i64 begin, i64 end) {
+    // Small layers have fewer (group, block, slice) units than threads (8x8 images: one
+    // slice); their tile rows are then split into spans, a task each (every span re-reads
+    // the dy chunks, so a span keeps at least 4 tiles). Each partial sum is the same
+    // whatever the split, so results do not depend on the thread count.
+    const i64 units = p.G * nkb * S, threads = ctx.pool != nullptr ? ctx.pool->size() : 1;
+    const i64 spans = std::clamp<i64>((4 * threads + units - 1) / units, 1, std::max<i64>(1, ntr / 4));
+    parallel_over(ctx, units * spans, [&](i64 begin, i64 end) {
       alignas(64) float dyt[kChunkPixels * kKvecMaxBlock];  // dy chunk as [pixel][output channel]
       i64 dy_off[kChunkPixels], x_off[kChunkPixels];
       for (i64 idx = begin; idx < end; ++idx) {
-        const i64 s = idx % S, kb = idx / S % nkb, grp = idx / S / nkb;
+        const i64 span = idx % spans, unit = idx / spans;
+        const i64 s = unit % S, kb = unit / S % nkb, grp = unit / S / nkb;
+        const i64 tr0 = span * ntr / spans, tr1 = (span + 1) * ntr / spans, ntiles = tr1 - tr0;
         const i64 d0 = kb * B, nd = std::min<i64>(B, pl.ndst - d0);
         float* part = partial_at(grp, kb, s);
         const float* xg = padded + grp * Q * pl.padded_numel;
         const i64 lo = std::min(pixels, s * per), hi = std::min(pixels, lo + per);
         if (lo == hi)  // an empty slice adds zeros
-          std::fill(part, part + ntr * tile_floats, 0.0f);
+          std::fill(part + tr0 * tile_floats, part + tr1 * tile_floats, 0.0f);
         for (i64 c0 = lo; c0 < hi; c0 += kChunkPixels) {
           const i64 m = std::min(kChunkPixels, hi - c0);
           PixelWalk at(pl, c0);
@@ -311,9 +319,9 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
           const bool ahead = next_m > 0 && dy_off[m - 1] - dy_off[0] == m - 1 &&
                              dy_off[0] % pl.dst_numel + m + next_m <= pl.dst_numel;
           const i64 lines = (next_m * static_cast<i64>(sizeof(float)) + 63) / 64 + 1;
-          for (i64 tr = 0; tr < ntr; ++tr) {
+          for (i64 tr = tr0; tr < tr1; ++tr) {
             if (ahead)
-              for (i64 dd = tr * nd / ntr; dd < (tr + 1) * nd / ntr; ++dd) {
+              for (i64 dd = (tr - tr0) * nd / ntiles; dd < (tr - tr0 + 1) * nd / ntiles; ++dd) {
                 const char* at = reinterpret_cast<const char*>(dyk + dd * pl.dst_numel + dy_off[0] + m);
                 for (i64 l = 0; l < lines; ++l) __builtin_prefetch(at + 64 * l, 0, 2);
               }
@@ -324,18 +332,24 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
         }
       }
     });
-    // dw[k][q][tap] = the slices' partial sums, added in slice order.
+    // dw[k][q][tap] = the slices' partial sums, added in slice order: a (channel, tap) row
+    // of a block at a time, whole rows of B channels added as vectors (one division per row).
     auto* dw = static_cast<float*>(t.w);
-    parallel_over(ctx, p.G * pl.ndst * Q, [&](i64 begin, i64 end) {
+    parallel_over(ctx, p.G * nkb * Q, [&](i64 begin, i64 end) {
+      alignas(64) float sum[kKvecMaxBlock];
       for (i64 idx = begin; idx < end; ++idx) {
-        const i64 q = idx % Q, k = idx / Q % pl.ndst, grp = idx / Q / pl.ndst;
-        const i64 kb = k / B, dd = k % B;
-        float* out = dw + ((grp * g.Kg + k) * g.Cg + q) * g.ker_numel;
+        const i64 q = idx % Q, kb = idx / Q % nkb, grp = idx / Q / nkb;
+        const i64 d0 = kb * B, nd = std::min<i64>(B, pl.ndst - d0);
+        float* out = dw + ((grp * g.Kg + d0) * g.Cg + q) * g.ker_numel;
         for (i64 tp = 0; tp < T; ++tp) {
-          const i64 r = q * T + tp;
-          float sum = 0.0f;
-          for (i64 s = 0; s < S; ++s) sum += partial_at(grp, kb, s)[(r / P) * tile_floats + (r % P) * B + dd];
-          out[tap_w[static_cast<std::size_t>(tp)]] = sum;
+          const i64 r = q * T + tp, at = (r / P) * tile_floats + (r % P) * B;
+          std::fill(sum, sum + B, 0.0f);
+          for (i64 s = 0; s < S; ++s) {
+            const float* row = partial_at(grp, kb, s) + at;
+            for (i64 dd = 0; dd < B; ++dd) sum[dd] += row[dd];
+          }
+          const i64 w_at = tap_w[static_cast<std::size_t>(tp)];
+          for (i64 dd = 0; dd < nd; ++dd) out[dd * g.Cg * g.ker_numel + w_at] = sum[dd];
         }
       }
     });
