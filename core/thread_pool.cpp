@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <exception>
 #include <new>
@@ -23,7 +24,25 @@ struct ThreadPool::Job {
 
 namespace {
 thread_local bool t_inside_pool = false;
+
+/// Spins until done() or about kSpinMicros have passed; true if done() held. Short enough
+/// that an idle pool costs nothing measurable, long enough to span the gap between a
+/// kernel's consecutive parallel loops.
+constexpr int kSpinMicros = 50;
+template <typename Done>
+bool spin_until(Done done) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinMicros);
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+    if (std::chrono::steady_clock::now() >= until) return done();
+  }
 }
+}  // namespace
 
 namespace {
 int hardware_threads() {
@@ -112,6 +131,7 @@ void ThreadPool::worker_loop() {
   std::uint64_t seen = 0;
   for (;;) {
     Job* job = nullptr;
+    spin_until([&] { return stop_.load(std::memory_order_relaxed) || generation_.load(std::memory_order_acquire) != seen; });
     {
       std::unique_lock<std::mutex> lk(mu_);
       cv_.wait(lk, [&] { return stop_ || (job_ != nullptr && generation_ != seen); });
@@ -152,8 +172,12 @@ void ThreadPool::parallel_for(std::int64_t n,
   cv_.notify_all();
   run_chunks(job);
   {
-    std::unique_lock<std::mutex> lk(mu_);
+    std::lock_guard<std::mutex> lk(mu_);
     job_ = nullptr;  // late workers see no job and go back to sleep
+  }
+  // A worker decrements busy_ (under mu_) after its last touch of `job`.
+  if (!spin_until([&] { return busy_.load(std::memory_order_acquire) == 0; })) {
+    std::unique_lock<std::mutex> lk(mu_);
     done_cv_.wait(lk, [&] { return busy_ == 0; });
   }
   if (job.error) std::rethrow_exception(job.error);

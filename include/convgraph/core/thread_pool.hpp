@@ -1,6 +1,10 @@
 #pragma once
 /// A small fixed pool for data-parallel kernels. Work is handed out in chunks from a
 /// shared counter, so a slow core (these hosts sometimes halve one vCPU) takes less.
+/// Between jobs the workers (and the caller, waiting for them) spin for a short while
+/// before sleeping: a convolution runs several parallel loops back to back, and waking a
+/// sleeping thread (a halted vCPU) costs tens of microseconds each time.
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -56,9 +60,10 @@ class ThreadPool {
   std::condition_variable cv_;
   std::condition_variable done_cv_;
   Job* job_ = nullptr;
-  std::uint64_t generation_ = 0;
-  int busy_ = 0;
-  bool stop_ = false;
+  // Written under mu_; atomic so the spinning threads can read them without it.
+  std::atomic<std::uint64_t> generation_{0};
+  std::atomic<int> busy_{0};
+  std::atomic<bool> stop_{false};
   std::mutex submit_mu_;
 };
 
