@@ -53,8 +53,10 @@ class DirectAlgorithm final : public ConvAlgorithm {
       // weights transposes dy once per chunk instead. The step counts are fitted, not
       // derived: 96 takes this kernel for the stem's forward (11 vs cpu.corrmm's 20 ms on
       // Zen 4) and leaves Winograd resnet8's 16x16 layers (0.67 vs 0.88 ms); 32 did not.
-      const double overhead = pl.grad_weights ? 48 : 96;
-      const double eff = 0.9 * lanes * reduction / (reduction + overhead);
+      // Grad weights: 16, fitted on 11 layers (Zen 4, 2 threads: 0.5 of peak at 27 (channel,
+      // tap) rows, 0.8 at 72-144, 0.92-0.99 from 147 up; 48 made it 1.3-1.9x too slow).
+      const double overhead = pl.grad_weights ? 16 : 96;
+      const double eff = (pl.grad_weights ? 1.0 : 0.9) * lanes * reduction / (reduction + overhead);
       // The work it does: grad inputs runs over a zero-padded dy, skipping only the taps
       // that read nothing but padding along the outer axis, so a "valid" layer's input
       // gradient computes more than its FLOPs (LeNet's conv2: 2.25 x 2/3 = 1.5x); forward

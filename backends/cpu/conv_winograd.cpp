@@ -241,7 +241,11 @@ class WinogradConv final : public ConvAlgorithm {
     const int a = p.ndim - 2;
     const std::int64_t kd = a ? p.kernel[0] : 1;  // 3D: the depth taps are channels, V transformed kd times
     const std::int64_t tiles = ((image[a] + 3) / 4) * ((image[a + 1] + 3) / 4) * p.N * (a ? image[0] : 1);
-    const std::int64_t c_in = (gi ? p.Kg() : p.Cg()) * kd;
+    // Grad weights keeps input channels in panels of one vector (zero lanes past the last):
+    // the GEMMs and V's transforms run on whole panels (C = 3 costs as much as 16).
+    const std::int64_t lanes_per_vector = active_cpu_isa() == CpuIsa::avx512 ? 16 : active_cpu_isa() == CpuIsa::avx2 ? 8 : 4;
+    const std::int64_t c_in = gw ? (p.Cg() * kd + lanes_per_vector - 1) / lanes_per_vector * lanes_per_vector
+                                 : (gi ? p.Kg() : p.Cg()) * kd;
     const std::int64_t c_out = gi ? p.Cg() : p.Kg();
     const double gemm = 2.0 * 36 * static_cast<double>(tiles) * static_cast<double>(c_in * c_out * p.G);
     // The transforms run 16 tiles of one tile row per vector: a row of tw tiles costs
@@ -265,10 +269,19 @@ class WinogradConv final : public ConvAlgorithm {
     // fitted on the resnet8 and c3d_small layers (3-64 channels, 2-8 tiles a row: Winograd
     // 1.1-1.8x faster than cpu.direct from 16x16 images up, 1.1-1.5x slower on 8x8) and
     // resnet_3x3_7 (512 channels: grad inputs 1.3x slower, grad weights 1.8x faster).
+    // Grad weights' GEMMs (c_out x c_in, reducing over the tiles) run sgemm's kernel near the
+    // rate the machine model measured even on 16-64 channels, since the tiles make a long
+    // reduction; its transforms are cheaper per element than the forward's, and its four
+    // phases' set-up and barriers cost about 0.1 ms. Fitted on 16 layers, Zen 4, 2 threads
+    // (3-512 channels, 7x7 to 128x128 images, groups of 1, 4 and 8: every estimate within
+    // 0.88-1.10x of the time; the fit before it was 1.1-2.3x too slow on 32-64 channels,
+    // so fast_run took cpu.direct for grouped 3x3 grad weights, measured 1.5x slower).
     const auto sat = [](std::int64_t x, double h) { return static_cast<double>(x) / (static_cast<double>(x) + h); };
-    const double eff = gw ? gemm_efficiency(c_out, c_in, tiles) : 0.8 * sat(c_out, 4) * sat(c_in, 2) * sat(tiles, 32);
-    return gemm / (flops * eff) + 16 * per_tile * lanes / (flops * (gw ? 0.3 : 0.65)) +
-           (4 * per_tile * static_cast<double>(tiles) + filter_bytes + operand_bytes(p)) / m.bytes_per_s() +
+    const double eff = gw ? 0.9 * sat(c_out, 2) * sat(c_in, 2) * sat(tiles, 16)
+                          : 0.8 * sat(c_out, 4) * sat(c_in, 2) * sat(tiles, 32);
+    const double fixed = gw ? 1e-4 : 0.0;
+    return gemm / (flops * eff) + 16 * per_tile * lanes / (flops * (gw ? 1.3 : 0.65)) +
+           (4 * per_tile * static_cast<double>(tiles) + filter_bytes + operand_bytes(p)) / m.bytes_per_s() + fixed +
            kConvCallSeconds;
   }
 
