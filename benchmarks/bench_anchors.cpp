@@ -208,6 +208,10 @@ int run(int argc, char** argv) {
               "(%%pk columns use the latter; %d x the 1-thread figure would be %.1f)\n",
               o.threads, o.repeats, dnnl_version.c_str(), peak.isa.c_str(), peak.gflops_1t, peak.gflops, o.threads,
               o.threads, o.threads * peak.gflops_1t);
+  const double trip = core_round_trip_ns();
+  std::printf("core-to-core round trip %.0f ns at start (about 50: the two vCPUs share an L3; 300 and more: "
+              "they do not, and two-thread timings of both libraries slow down)\n",
+              trip);
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
   std::printf("load average %.2f at start; OMP_WAIT_POLICY=%s%s\n", load_average(), wait_policy ? wait_policy : "(unset)",
               load_average() > o.threads + 0.5
@@ -256,8 +260,10 @@ int run(int argc, char** argv) {
                             {"layers", cg.size()}});
   }
   const PeakResult peak_end = measure_peak(o.threads);
-  std::printf("\npeak FP32 at the end: %.1f GFLOP/s (start %.1f), load average %.2f%s\n", peak_end.gflops,
-              peak.gflops, load_average(),
+  const double trip_end = core_round_trip_ns();
+  std::printf("\npeak FP32 at the end: %.1f GFLOP/s (start %.1f), core-to-core round trip %.0f ns (start %.0f), "
+              "load average %.2f%s\n",
+              peak_end.gflops, peak.gflops, trip_end, trip, load_average(),
               std::abs(peak_end.gflops / peak.gflops - 1) > 0.1 ? "  WARNING: the machine's speed changed; rerun"
                                                                  : "");
   if (!o.json.empty()) {
@@ -272,6 +278,8 @@ int run(int argc, char** argv) {
     j["peak_gflops_1t"] = peak.gflops_1t;
     j["peak_isa"] = peak.isa;
     j["peak_gflops_end"] = peak_end.gflops;
+    j["core_round_trip_ns"] = std::isnan(trip) ? Json(nullptr) : Json(trip);
+    j["core_round_trip_ns_end"] = std::isnan(trip_end) ? Json(nullptr) : Json(trip_end);
     j["load_average_end"] = load_average();
     j["records"] = Json::array();
     for (const Result& r : all) {

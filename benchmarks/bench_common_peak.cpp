@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <thread>
 #include <vector>
 
@@ -136,6 +137,30 @@ double measure_bandwidth(int threads, double seconds) {
   }
   g_sink.store(a.data[kFloats / 2]);
   return best;
+}
+
+double core_round_trip_ns() {
+  if (std::thread::hardware_concurrency() < 2) return NAN;
+  constexpr int kTrips = 20000, kBatches = 5;
+  alignas(64) std::atomic<int> flag{0};
+  std::vector<double> ns;
+  std::thread echo([&] {
+    for (int i = 0; i < kTrips * kBatches; ++i) {
+      while (flag.load(std::memory_order_acquire) != 2 * i + 1) {}
+      flag.store(2 * i + 2, std::memory_order_release);
+    }
+  });
+  for (int b = 0; b < kBatches; ++b) {
+    const double t0 = now_seconds();
+    for (int i = b * kTrips; i < (b + 1) * kTrips; ++i) {
+      flag.store(2 * i + 1, std::memory_order_release);
+      while (flag.load(std::memory_order_acquire) != 2 * i + 2) {}
+    }
+    ns.push_back((now_seconds() - t0) / kTrips * 1e9);
+  }
+  echo.join();
+  std::sort(ns.begin(), ns.end());
+  return ns[ns.size() / 2];
 }
 
 PeakResult measure_peak(int threads, double seconds) {
