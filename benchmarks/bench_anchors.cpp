@@ -209,8 +209,8 @@ int run(int argc, char** argv) {
               o.threads, o.repeats, dnnl_version.c_str(), peak.isa.c_str(), peak.gflops_1t, peak.gflops, o.threads,
               o.threads, o.threads * peak.gflops_1t);
   const double trip = core_round_trip_ns();
-  std::printf("core-to-core round trip %.0f ns at start (about 50: the two vCPUs share an L3; 300 and more: "
-              "they do not, and two-thread timings of both libraries slow down)\n",
+  std::printf("core-to-core round trip %.0f ns at start (50-110 measured on these VMs while the two vCPUs share an "
+              "L3; about 350 while they do not, and then both libraries' two-thread timings slow down)\n",
               trip);
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
   std::printf("load average %.2f at start; OMP_WAIT_POLICY=%s%s\n", load_average(), wait_policy ? wait_policy : "(unset)",
