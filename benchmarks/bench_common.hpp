@@ -86,8 +86,8 @@ PeakResult measure_peak(int threads, double seconds = 0.25);
 /// in all. Counts the three arrays' bytes (reads of b and c, the write of a).
 double measure_bandwidth(int threads, double seconds = 0.3);
 /// The round trip of one cache line between two threads (two atomic hand-offs), ns: the
-/// median of a few batches. On these VMs it tells the host's vCPU placement apart: about
-/// 50 ns when the two vCPUs share an L3, about 350 ns when they do not, and then every
+/// median of a few batches. On these VMs it tells the host's vCPU placement apart: 50-110
+/// ns when the two vCPUs share an L3, about 350 ns when they do not, and then every
 /// library's two-thread timings slow down (by up to 3x on kernels whose threads exchange
 /// data). NaN on a single-CPU machine.
 double core_round_trip_ns();
