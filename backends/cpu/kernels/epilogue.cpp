@@ -3,6 +3,7 @@
 // for the pass after run() of algorithms that do not fuse it (backends/cpu/conv_epilogue.cpp).
 #include <cstdint>
 
+#include "convgraph/backends/conv_algorithm.hpp"  // before the level region: its std headers stay outside it
 #include "convgraph/core/dtype.hpp"
 #include "core/dtype_dispatch.hpp"
 
