@@ -46,8 +46,8 @@ class DirectAlgorithm final : public ConvAlgorithm {
       const double reduction = static_cast<double>(pl.nsrc * pl.taps);
       // Destination channels go in the level's register blocks (kernels/direct_kvec.cpp's
       // kL, kMaxNK, kAcc), zero-padded to whole vectors.
-      const bool w512 = active_cpu_isa() == CpuIsa::avx512, w256 = active_cpu_isa() == CpuIsa::avx2;
-      const KvecShape sh = kvec_shape(pl.ndst, w512 ? 16 : w256 ? 8 : 4, w512 || w256 ? 4 : 2, w512 ? 24 : 12);
+      const int vf = cpu_isa_float_lanes(active_cpu_isa());
+      const KvecShape sh = kvec_shape(pl.ndst, vf, vf >= 8 ? 4 : 2, vf == 16 ? 24 : 12);
       const double lanes = static_cast<double>(pl.ndst) / static_cast<double>(sh.padded());
       // Forward and grad inputs store every output through a transpose in registers; grad
       // weights transposes dy once per chunk instead. The step counts are fitted, not

@@ -243,7 +243,7 @@ class WinogradConv final : public ConvAlgorithm {
     const std::int64_t tiles = ((image[a] + 3) / 4) * ((image[a + 1] + 3) / 4) * p.N * (a ? image[0] : 1);
     // Grad weights keeps input channels in panels of one vector (zero lanes past the last):
     // the GEMMs and V's transforms run on whole panels (C = 3 costs as much as 16).
-    const std::int64_t lanes_per_vector = active_cpu_isa() == CpuIsa::avx512 ? 16 : active_cpu_isa() == CpuIsa::avx2 ? 8 : 4;
+    const std::int64_t lanes_per_vector = cpu_isa_float_lanes(active_cpu_isa());
     const std::int64_t c_in = gw ? (p.Cg() * kd + lanes_per_vector - 1) / lanes_per_vector * lanes_per_vector
                                  : (gi ? p.Kg() : p.Cg()) * kd;
     const std::int64_t c_out = gi ? p.Cg() : p.Kg();

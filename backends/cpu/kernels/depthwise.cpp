@@ -26,6 +26,7 @@
 
 #include "backends/cpu/kernels/isa_begin.hpp"
 #include "backends/cpu/kernels/conv_epilogue.hpp"
+#include "backends/cpu/kernels/prefetch.hpp"
 
 namespace convgraph::cpu::CONVGRAPH_ISA_NS {
 namespace {
@@ -173,22 +174,6 @@ void copy_plane(const PlaneGeom& pg, const T* src, T* buf) {
         }
     }
   }
-}
-
-/// Asks for a plane about to be read (into L2), so its misses overlap the current plane's work.
-template <class T>
-inline void prefetch_plane(const T* p, i64 n) {
-  const char* c = reinterpret_cast<const char*>(p);
-  const i64 bytes = n * static_cast<i64>(sizeof(T));
-  for (i64 b = 0; b < bytes; b += 64) __builtin_prefetch(c + b, 0, 2);
-}
-
-/// Same for a plane about to be written.
-template <class T>
-inline void prefetch_plane_write(T* p, i64 n) {
-  char* c = reinterpret_cast<char*>(p);
-  const i64 bytes = n * static_cast<i64>(sizeof(T));
-  for (i64 b = 0; b < bytes; b += 64) __builtin_prefetch(c + b, 1, 2);
 }
 
 /// One slot per output vector of the plane, in storage order.
@@ -340,8 +325,8 @@ void forward_or_grad_inputs(const ConvGeometry& g, const T* src, const T* w, T* 
       const i64 n = idx / g.C, c = idx % g.C;
       if (!grad_inputs) {
         if (idx + 1 < end) {
-          prefetch_plane(src + (idx + 1) * src_numel, src_numel);
-          prefetch_plane_write(dst + ((idx + 1) / g.C * g.K + (idx + 1) % g.C * Kg) * dst_numel, Kg * dst_numel);
+          prefetch_span(src + (idx + 1) * src_numel, src_numel);
+          prefetch_span<true>(dst + ((idx + 1) / g.C * g.K + (idx + 1) % g.C * Kg) * dst_numel, Kg * dst_numel);
         }
         copy_plane(pg, src + idx * src_numel, buf.data());
         for (i64 m = 0; m < Kg; ++m) {
@@ -352,8 +337,8 @@ void forward_or_grad_inputs(const ConvGeometry& g, const T* src, const T* w, T* 
         }
       } else {
         if (idx + 1 < end) {
-          prefetch_plane(src + ((idx + 1) / g.C * g.K + (idx + 1) % g.C * Kg) * src_numel, Kg * src_numel);
-          prefetch_plane_write(dst + (idx + 1) * dst_numel, dst_numel);
+          prefetch_span(src + ((idx + 1) / g.C * g.K + (idx + 1) % g.C * Kg) * src_numel, Kg * src_numel);
+          prefetch_span<true>(dst + (idx + 1) * dst_numel, dst_numel);
         }
         for (i64 m = 0; m < Kg; ++m) {
           const i64 k = c * Kg + m;

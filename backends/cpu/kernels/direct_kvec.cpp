@@ -30,6 +30,7 @@
 #include "backends/cpu/kernels/isa_begin.hpp"
 #include "backends/cpu/kernels/conv_epilogue.hpp"
 #include "backends/cpu/kernels/native_vec.hpp"
+#include "backends/cpu/kernels/prefetch.hpp"
 
 namespace convgraph::cpu::CONVGRAPH_ISA_NS {
 namespace {
@@ -318,13 +319,10 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
           const i64 next_m = std::min(kChunkPixels, hi - c0 - m);
           const bool ahead = next_m > 0 && dy_off[m - 1] - dy_off[0] == m - 1 &&
                              dy_off[0] % pl.dst_numel + m + next_m <= pl.dst_numel;
-          const i64 lines = (next_m * static_cast<i64>(sizeof(float)) + 63) / 64 + 1;
           for (i64 tr = tr0; tr < tr1; ++tr) {
             if (ahead)
-              for (i64 dd = (tr - tr0) * nd / ntiles; dd < (tr - tr0 + 1) * nd / ntiles; ++dd) {
-                const char* at = reinterpret_cast<const char*>(dyk + dd * pl.dst_numel + dy_off[0] + m);
-                for (i64 l = 0; l < lines; ++l) __builtin_prefetch(at + 64 * l, 0, 2);
-              }
+              for (i64 dd = (tr - tr0) * nd / ntiles; dd < (tr - tr0 + 1) * nd / ntiles; ++dd)
+                prefetch_span(dyk + dd * pl.dst_numel + dy_off[0] + m, next_m);
             const float* rows[kMaxP];
             for (i64 r = 0; r < P; ++r) rows[r] = xg + row_off[static_cast<std::size_t>(tr * P + r)];
             fn(rows, dyt, x_off, m, m, 0, 1, 0, part + tr * tile_floats, c0 == lo);
@@ -420,18 +418,15 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
         const i64 d0 = kb * B;
         const i64 nd = std::min<i64>(B, pl.ndst - d0);
         const float* wb = packed + (grp * nkb + kb) * Q * T * B;
-        float* dst_block = dst + (grp * pl.ndst + d0) * pl.dst_numel + dst_off[0];
-        const i64 run_lines = (npix * static_cast<i64>(sizeof(float)) + 63) / 64 + 1;
+        const float* dst_block = dst + (grp * pl.ndst + d0) * pl.dst_numel + dst_off[0];
         for (i64 q0 = 0; q0 < Q; q0 += qc)
           for (i64 i = 0; i < ntiles; ++i) {
             // The block's destination lines are fetched for writing while its tiles run
             // (a share per tile, in the first chunk): the transposed store below then
             // hits in cache instead of stalling on one miss per line of nd planes.
             if (one_image && q0 == 0)
-              for (i64 dd = i * nd / ntiles; dd < (i + 1) * nd / ntiles; ++dd) {
-                const char* at = reinterpret_cast<const char*>(dst_block + dd * pl.dst_numel);
-                for (i64 l = 0; l < run_lines; ++l) __builtin_prefetch(at + 64 * l, 1, 3);
-              }
+              for (i64 dd = i * nd / ntiles; dd < (i + 1) * nd / ntiles; ++dd)
+                prefetch_span<true, 3>(dst_block + dd * pl.dst_numel, npix);
             fn(bases + i * P, wb + tap0[i] * B, tap_off.data() + tap0[i], T, ntap[i], q0, std::min(Q, q0 + qc),
                pl.padded_numel, acc + i * P * B, q0 == 0);
           }

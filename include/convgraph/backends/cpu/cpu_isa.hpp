@@ -32,6 +32,11 @@ bool cpu_isa_compiled(CpuIsa isa);
 bool cpu_isa_supported(CpuIsa isa);
 /// The level the kernels use now.
 CpuIsa active_cpu_isa();
+/// Floats in one vector register at `isa`: 16, 8 or 4 (the unit channel-vectorised
+/// kernels pad channel counts to, which the cost model charges for).
+constexpr int cpu_isa_float_lanes(CpuIsa isa) {
+  return isa == CpuIsa::avx512 ? 16 : isa == CpuIsa::avx2 ? 8 : 4;
+}
 /// Lowers (or raises, up to detected_cpu_isa()) the level for every kernel from now on;
 /// throws ValueError if the CPU cannot run it. Meant for tests and benchmarks.
 void set_active_cpu_isa(CpuIsa isa);
