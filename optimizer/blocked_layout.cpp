@@ -31,6 +31,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -43,6 +44,7 @@
 #include "convgraph/ops/shape_ops.hpp"
 #include "convgraph/optimizer/compile_stats.hpp"
 #include "convgraph/optimizer/conv_impl_op.hpp"
+#include "convgraph/optimizer/tuning_agreement.hpp"
 #include "ops/blocked_info.hpp"
 #include "ops/elementwise_info.hpp"
 #include "optimizer/passes.hpp"
@@ -398,6 +400,20 @@ std::map<std::string, Labels>& timed_cache() {
   return cache;
 }
 
+/// A labelling as text ("0110": NCHW or blocked per op) for the tuning agreement, and back
+/// (nothing when the text does not fit a region of n ops).
+std::string labels_text(const Labels& l) {
+  std::string s;
+  for (const int b : l) s += b ? '1' : '0';
+  return s;
+}
+std::optional<Labels> labels_from_text(const std::string& s, std::size_t n) {
+  if (s.size() != n || s.find_first_not_of("01") != std::string::npos) return std::nullopt;
+  Labels l(n);
+  for (std::size_t i = 0; i < n; ++i) l[i] = s[i] == '1';
+  return l;
+}
+
 std::string count_text(const Labels& l) {
   return msg(std::count(l.begin(), l.end(), 1), " of ", l.size(), " ops blocked");
 }
@@ -429,13 +445,18 @@ void block_layouts(RewriteContext& ctx, bool forced) {
     for (std::size_t i : data_inputs(v, k))
       if (Node* u = v.inputs()[i].node(); kind.count(u)) parent[find(u)] = find(v.node());
   }
-  std::map<Node*, std::vector<Member>> regions;
+  // Regions in the order of their first op: the same on every rank of a job (the tuning
+  // agreement below pairs each rank's regions by that order), unlike node addresses.
+  std::vector<std::vector<Member>> regions;
+  std::map<Node*, std::size_t> region_of_root;
   for (const Var& v : order)
     if (kind.count(v.node())) {
       Member m;
       m.v = v;
       m.kind = kind[v.node()];
-      regions[find(v.node())].push_back(std::move(m));
+      const auto [it, fresh] = region_of_root.emplace(find(v.node()), regions.size());
+      if (fresh) regions.emplace_back();
+      regions[it->second].push_back(std::move(m));
     }
 
   const MachineModel machine = measured_machine(ctx.mode.threads);
@@ -452,8 +473,7 @@ void block_layouts(RewriteContext& ctx, bool forced) {
   for (const Var& v : order) before.insert(v.node());
 
   int index = 0;
-  for (auto& region : regions) {
-    std::vector<Member>& r = region.second;  // (not a structured binding: lambdas capture it)
+  for (std::vector<Member>& r : regions) {
     ++index;
     // Wiring and the per-op estimates.
     std::map<Node*, int> at;
@@ -519,48 +539,70 @@ void block_layouts(RewriteContext& ctx, bool forced) {
       // The meta-optimizer runs the whole region in each layout - every op and conversion,
       // on random data of its shapes - and keeps the fastest: all NCHW, the cost model's
       // best labelling (whatever its margin), all blocked, and all but the ops the model
-      // rules out.
+      // rules out. Under a tuning agreement (a data-parallel job) rank 0 decides and every
+      // rank takes its labelling, so all run the same kernels.
       const std::string key = signature(r, ctx.mode.threads);
       std::unique_lock lock(timed_mutex);
-      if (auto it = timed_cache().find(key); it != timed_cache().end()) {
-        l = it->second;
-        how = msg("timed (cached): ", count_text(l));
-      } else {
-        std::vector<Labels> cands{none, model};
-        // All blocked, and all the model does not rule out: the convolutions blocked within
-        // 1.5x of NCHW, and the other ops that read a blocked value.
-        Labels all(r.size()), plausible(r.size());
-        for (std::size_t i = 0; i < r.size(); ++i) {
-          all[i] = std::isfinite(r[i].blocked);
-          plausible[i] = r[i].kind == Kind::conv ? r[i].blocked <= 1.5 * r[i].nchw
-                                                 : std::any_of(r[i].in.begin(), r[i].in.end(), [&](const auto& in) {
-                                                     return in.second >= 0 && plausible[static_cast<std::size_t>(in.second)];
-                                                   });
-        }
-        cands.push_back(all);
-        cands.push_back(plausible);
-        std::sort(cands.begin(), cands.end());
-        cands.erase(std::unique(cands.begin(), cands.end()), cands.end());
-        try {
-          if (cands.size() == 1) throw CompileError("one candidate");
-          std::vector<std::vector<Var>> progs;
-          double bytes = 0;  // every value of every candidate is held at once
-          for (const Labels& c : cands) {
-            progs.push_back(program(r, c, build(r, c, [](std::size_t) { return std::string(); }), before));
-            for (const Var& v : progs.back()) bytes += static_cast<double>(numel(v.type().shape) * dtype_size(v.dtype()));
+      const auto decide = [&]() -> std::string {
+        if (auto it = timed_cache().find(key); it != timed_cache().end()) {
+          l = it->second;
+          how = msg("timed (cached): ", count_text(l));
+        } else {
+          std::vector<Labels> cands{none, model};
+          // All blocked, and all the model does not rule out: the convolutions blocked within
+          // 1.5x of NCHW, and the other ops that read a blocked value.
+          Labels all(r.size()), plausible(r.size());
+          for (std::size_t i = 0; i < r.size(); ++i) {
+            all[i] = std::isfinite(r[i].blocked);
+            plausible[i] = r[i].kind == Kind::conv ? r[i].blocked <= 1.5 * r[i].nchw
+                                                   : std::any_of(r[i].in.begin(), r[i].in.end(), [&](const auto& in) {
+                                                       return in.second >= 0 && plausible[static_cast<std::size_t>(in.second)];
+                                                     });
           }
-          if (bytes > kTimedBytes)
-            throw MemoryError(msg("the candidates' values need ", bytes / (1 << 20), " MiB (limit ", kTimedBytes / (1 << 20), ")"));
-          const std::vector<double> s = time_programs(progs, pool());
-          const std::size_t best = static_cast<std::size_t>(std::min_element(s.begin(), s.end()) - s.begin());
-          how = "timed:";
-          for (std::size_t i = 0; i < cands.size(); ++i)
-            how += msg(i ? ", " : " ", cands[i] == none ? std::string("NCHW") : count_text(cands[i]), " ", ms_text(s[i]));
-          l = cands[best];
-        } catch (const Error& e) {
-          how += msg("; not timed: ", e.what());  // the cost model's decision stands
+          cands.push_back(all);
+          cands.push_back(plausible);
+          std::sort(cands.begin(), cands.end());
+          cands.erase(std::unique(cands.begin(), cands.end()), cands.end());
+          try {
+            if (cands.size() == 1) throw CompileError("one candidate");
+            std::vector<std::vector<Var>> progs;
+            double bytes = 0;  // every value of every candidate is held at once
+            for (const Labels& c : cands) {
+              progs.push_back(program(r, c, build(r, c, [](std::size_t) { return std::string(); }), before));
+              for (const Var& v : progs.back()) bytes += static_cast<double>(numel(v.type().shape) * dtype_size(v.dtype()));
+            }
+            if (bytes > kTimedBytes)
+              throw MemoryError(msg("the candidates' values need ", bytes / (1 << 20), " MiB (limit ", kTimedBytes / (1 << 20), ")"));
+            const std::vector<double> s = time_programs(progs, pool());
+            const std::size_t best = static_cast<std::size_t>(std::min_element(s.begin(), s.end()) - s.begin());
+            how = "timed:";
+            for (std::size_t i = 0; i < cands.size(); ++i)
+              how += msg(i ? ", " : " ", cands[i] == none ? std::string("NCHW") : count_text(cands[i]), " ", ms_text(s[i]));
+            l = cands[best];
+          } catch (const Error& e) {
+            how += msg("; not timed: ", e.what());  // the cost model's decision stands
+          }
+          timed_cache()[key] = l;
         }
-        timed_cache()[key] = l;
+        return labels_text(l) + "\n" + how;
+      };
+      if (const TuningAgreement agree = tuning_agreement()) {
+        bool decided = false;
+        const std::string choice = agree([&] {
+          decided = true;
+          return decide();
+        });
+        if (!decided) {
+          const std::size_t nl = choice.find('\n');
+          if (const auto agreed = labels_from_text(choice.substr(0, nl), r.size())) {
+            l = *agreed;
+            how = "chosen on rank 0: " + (nl == std::string::npos ? std::string() : choice.substr(nl + 1));
+          } else {
+            how += "; rank 0's labelling does not fit this region, the cost model's stands";
+          }
+        }
+      } else {
+        (void)decide();
       }
     }
     int convs = 0, blocked_convs = 0;

@@ -8,6 +8,7 @@
 #include <convgraph/convgraph.hpp>
 #include <convgraph/ops/layout.hpp>
 #include <convgraph/ops/pool.hpp>
+#include <convgraph/optimizer/tuning_agreement.hpp>
 #include <convgraph/backends/cpu/cpu_isa.hpp>
 
 #include <cmath>
@@ -232,6 +233,30 @@ TEST_CASE("blocked layout: the cost model's decisions, the flags and describe()"
     CHECK_THAT(notes(compile({x, w}, {y}, meta)), Contains("timed (cached)"));
     const auto args = noises({x, w});
     check_close(f(args)[0], compile({x, w}, {y}, Mode::fast_run().excluding("blocked_layout"))(args)[0]);
+  }
+  SECTION("under a tuning agreement (a data-parallel job) every rank takes rank 0's labelling") {
+    // A lone 3-channel convolution: the cost model keeps NCHW. Each compile asks the agreement
+    // twice: for the convolution's algorithm (answered here by tuning, as rank 0 would) and
+    // then for the region (answered without calling decide, as on rank 1).
+    Var x = input(t, {1, 3, 10, 10}, "x"), w = input(t, {16, 3, 3, 3}, "w");
+    Var y = conv2d(x, w, {.border_mode = "half"});
+    const Mode meta = Mode::fast_run().including("conv_meta").with_flags("metaopt.cache=None");
+    struct Reset {
+      ~Reset() { set_tuning_agreement({}); }
+    } reset;
+    std::string answer = "1\ntimed: all blocked";
+    int calls = 0;
+    set_tuning_agreement([&](const std::function<std::string()>& decide) { return calls++ % 2 ? answer : decide(); });
+    Function f = compile({x, w}, {y}, meta);
+    CHECK(calls == 2);
+    CHECK(count_ops(f, "BlockedConv") == 1);
+    CHECK_THAT(notes(f), Contains("chosen on rank 0: timed: all blocked"));
+    const auto args = noises({x, w});
+    check_close(f(args)[0], compile({x, w}, {y}, Mode::fast_run().excluding("blocked_layout"))(args)[0]);
+    answer = "10\nfrom a region of two ops";  // does not fit: the cost model's NCHW stands
+    Function g = compile({x, w}, {y}, meta);
+    CHECK(count_ops(g, "BlockedConv") == 0);
+    CHECK_THAT(notes(g), Contains("does not fit this region"));
   }
   SECTION("the pass obeys optimizer_excluding and the forced form shows its regions in describe()") {
     Var x = input(t, {2, 32, 12, 12}, "x"), w = input(t, {32, 32, 3, 3}, "w");
