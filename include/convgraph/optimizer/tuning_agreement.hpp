@@ -8,9 +8,10 @@
 
 namespace convgraph {
 
-/// Called once per convolution node the meta-optimizer lowers, in graph order, with
-/// `decide`, which tunes the node in this process (cache lookup, timing, cache update) and
-/// returns the choice as text ("" when nothing could be timed). Returns the text every
+/// Called once per convolution node the meta-optimizer lowers, in graph order, and once
+/// per blocked-layout region it times (after the convolutions, in graph order), with
+/// `decide`, which tunes the node or region in this process (cache lookup, timing, cache
+/// update) and returns the choice as text ("" when nothing could be timed). Returns the text every
 /// process must use: rank 0's. Every process must reach the same calls in the same order
 /// (compile the same graphs with the same flags on every rank).
 using TuningAgreement = std::function<std::string(const std::function<std::string()>& decide)>;
