@@ -42,9 +42,7 @@ bool spin_until(Done done) {
     if (std::chrono::steady_clock::now() >= until) return done();
   }
 }
-}  // namespace
 
-namespace {
 int hardware_threads() {
   return std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, kMaxThreads);
 }

@@ -44,7 +44,6 @@
 #include "convgraph/ops/shape_ops.hpp"
 #include "convgraph/optimizer/compile_stats.hpp"
 #include "convgraph/optimizer/conv_impl_op.hpp"
-#include "convgraph/optimizer/tuning_agreement.hpp"
 #include "ops/blocked_info.hpp"
 #include "ops/elementwise_info.hpp"
 #include "optimizer/passes.hpp"
@@ -586,23 +585,14 @@ void block_layouts(RewriteContext& ctx, bool forced) {
         }
         return labels_text(l) + "\n" + how;
       };
-      if (const TuningAgreement agree = tuning_agreement()) {
-        bool decided = false;
-        const std::string choice = agree([&] {
-          decided = true;
-          return decide();
-        });
-        if (!decided) {
-          const std::size_t nl = choice.find('\n');
-          if (const auto agreed = labels_from_text(choice.substr(0, nl), r.size())) {
-            l = *agreed;
-            how = "chosen on rank 0: " + (nl == std::string::npos ? std::string() : choice.substr(nl + 1));
-          } else {
-            how += "; rank 0's labelling does not fit this region, the cost model's stands";
-          }
+      if (const std::optional<std::string> theirs = rank0_choice(decide)) {
+        const std::size_t nl = theirs->find('\n');
+        if (const auto agreed = labels_from_text(theirs->substr(0, nl), r.size())) {
+          l = *agreed;
+          how = "chosen on rank 0: " + (nl == std::string::npos ? std::string() : theirs->substr(nl + 1));
+        } else {
+          how += "; rank 0's labelling does not fit this region, the cost model's stands";
         }
-      } else {
-        (void)decide();
       }
     }
     int convs = 0, blocked_convs = 0;

@@ -349,16 +349,13 @@ TuningAgreement g_agreement;  // guarded by g_agreement_mu
 // Used at compile time and for shapes tuned at run time: every rank reaches both alike.
 TuneOutcome agreed_tuning(const ConvProblem& p, const ConvCandidates& c, const std::string& label,
                           const TuneOptions& o, const Mode& mode, std::vector<std::string>* notes) {
-  const TuningAgreement agree = tuning_agreement();
-  if (!agree) return tune_conv(p, c, label, o);
   TuneOutcome mine;
-  bool decided = false;
-  const std::string choice = agree([&] {
+  const std::optional<std::string> theirs = rank0_choice([&] {
     mine = tune_conv(p, c, label, o);
-    decided = true;
     return mine.winner ? mine.winner->name() + "\n" + mine.why : std::string();
   });
-  if (decided) return mine;
+  if (!theirs) return mine;
+  const std::string& choice = *theirs;
   TuneOutcome r;
   const std::size_t nl = choice.find('\n');
   const std::string name = choice.substr(0, nl);
@@ -482,6 +479,21 @@ void set_tuning_agreement(TuningAgreement agreement) {
 TuningAgreement tuning_agreement() {
   std::lock_guard<std::mutex> lock(g_agreement_mu);
   return g_agreement;
+}
+
+std::optional<std::string> rank0_choice(const std::function<std::string()>& decide) {
+  const TuningAgreement agree = tuning_agreement();
+  if (!agree) {
+    (void)decide();
+    return std::nullopt;
+  }
+  bool decided_here = false;
+  std::string choice = agree([&] {
+    decided_here = true;
+    return decide();
+  });
+  if (decided_here) return std::nullopt;
+  return choice;
 }
 
 void register_meta_optimizer(RewriteDB& db) {

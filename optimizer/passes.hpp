@@ -1,7 +1,9 @@
 #pragma once
 // Internal: registration of every optimizer pass into the default RewriteDB, the state one
 // optimize() call shares between passes, and small helpers the passes have in common.
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "convgraph/backends/conv_algorithm.hpp"
@@ -58,5 +60,10 @@ bool is_graph_output(const FunctionGraph& g, const Var& v);
 
 /// Sends one line to Mode::log, or std::cerr.
 void log_line(const Mode& mode, const std::string& line);
+
+/// Runs `decide` in this process, or, under a tuning agreement (tuning_agreement.hpp) on a
+/// rank other than 0, does not and returns rank 0's answer instead. Empty when `decide`
+/// ran here (its own result stands); the meta-optimizer and blocked_layout both use it.
+std::optional<std::string> rank0_choice(const std::function<std::string()>& decide);
 
 }  // namespace convgraph
