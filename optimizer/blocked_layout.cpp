@@ -417,6 +417,49 @@ std::string count_text(const Labels& l) {
   return msg(std::count(l.begin(), l.end(), 1), " of ", l.size(), " ops blocked");
 }
 
+/// conv_meta's timing of one region: runs it in each candidate labelling - all NCHW, the
+/// cost model's best (whatever its margin), all blocked, and all but the ops the model rules
+/// out - and sets `l` to the fastest, with the times in `how`. When it cannot time (one
+/// candidate, too much memory, a failed run) `l` stays and `how` says why.
+void time_labellings(const std::vector<Member>& r, const Labels& model, const std::set<Node*>& before,
+                     const std::function<ThreadPool&()>& pool, Labels& l, std::string& how) {
+  const Labels none(r.size(), 0);
+  std::vector<Labels> cands{none, model};
+  // All blocked, and all the model does not rule out: the convolutions blocked within
+  // 1.5x of NCHW, and the other ops that read a blocked value.
+  Labels all(r.size()), plausible(r.size());
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    all[i] = std::isfinite(r[i].blocked);
+    plausible[i] = r[i].kind == Kind::conv ? r[i].blocked <= 1.5 * r[i].nchw
+                                           : std::any_of(r[i].in.begin(), r[i].in.end(), [&](const auto& in) {
+                                               return in.second >= 0 && plausible[static_cast<std::size_t>(in.second)];
+                                             });
+  }
+  cands.push_back(all);
+  cands.push_back(plausible);
+  std::sort(cands.begin(), cands.end());
+  cands.erase(std::unique(cands.begin(), cands.end()), cands.end());
+  try {
+    if (cands.size() == 1) throw CompileError("one candidate");
+    std::vector<std::vector<Var>> progs;
+    double bytes = 0;  // every value of every candidate is held at once
+    for (const Labels& c : cands) {
+      progs.push_back(program(r, c, build(r, c, [](std::size_t) { return std::string(); }), before));
+      for (const Var& v : progs.back()) bytes += static_cast<double>(numel(v.type().shape) * dtype_size(v.dtype()));
+    }
+    if (bytes > kTimedBytes)
+      throw MemoryError(msg("the candidates' values need ", bytes / (1 << 20), " MiB (limit ", kTimedBytes / (1 << 20), ")"));
+    const std::vector<double> s = time_programs(progs, pool());
+    const std::size_t best = static_cast<std::size_t>(std::min_element(s.begin(), s.end()) - s.begin());
+    how = "timed:";
+    for (std::size_t i = 0; i < cands.size(); ++i)
+      how += msg(i ? ", " : " ", cands[i] == none ? std::string("NCHW") : count_text(cands[i]), " ", ms_text(s[i]));
+    l = cands[best];
+  } catch (const Error& e) {
+    how += msg("; not timed: ", e.what());  // the cost model's decision stands
+  }
+}
+
 void block_layouts(RewriteContext& ctx, bool forced) {
   FunctionGraph& graph = ctx.graph;
   const std::vector<Var> order = graph.toposort();
@@ -536,10 +579,9 @@ void block_layouts(RewriteContext& ctx, bool forced) {
     }
     if (timed) {
       // The meta-optimizer runs the whole region in each layout - every op and conversion,
-      // on random data of its shapes - and keeps the fastest: all NCHW, the cost model's
-      // best labelling (whatever its margin), all blocked, and all but the ops the model
-      // rules out. Under a tuning agreement (a data-parallel job) rank 0 decides and every
-      // rank takes its labelling, so all run the same kernels.
+      // on random data of its shapes - and keeps the fastest (time_labellings). Under a
+      // tuning agreement (a data-parallel job) rank 0 decides and every rank takes its
+      // labelling, so all run the same kernels.
       const std::string key = signature(r, ctx.mode.threads);
       std::unique_lock lock(timed_mutex);
       const auto decide = [&]() -> std::string {
@@ -547,40 +589,7 @@ void block_layouts(RewriteContext& ctx, bool forced) {
           l = it->second;
           how = msg("timed (cached): ", count_text(l));
         } else {
-          std::vector<Labels> cands{none, model};
-          // All blocked, and all the model does not rule out: the convolutions blocked within
-          // 1.5x of NCHW, and the other ops that read a blocked value.
-          Labels all(r.size()), plausible(r.size());
-          for (std::size_t i = 0; i < r.size(); ++i) {
-            all[i] = std::isfinite(r[i].blocked);
-            plausible[i] = r[i].kind == Kind::conv ? r[i].blocked <= 1.5 * r[i].nchw
-                                                   : std::any_of(r[i].in.begin(), r[i].in.end(), [&](const auto& in) {
-                                                       return in.second >= 0 && plausible[static_cast<std::size_t>(in.second)];
-                                                     });
-          }
-          cands.push_back(all);
-          cands.push_back(plausible);
-          std::sort(cands.begin(), cands.end());
-          cands.erase(std::unique(cands.begin(), cands.end()), cands.end());
-          try {
-            if (cands.size() == 1) throw CompileError("one candidate");
-            std::vector<std::vector<Var>> progs;
-            double bytes = 0;  // every value of every candidate is held at once
-            for (const Labels& c : cands) {
-              progs.push_back(program(r, c, build(r, c, [](std::size_t) { return std::string(); }), before));
-              for (const Var& v : progs.back()) bytes += static_cast<double>(numel(v.type().shape) * dtype_size(v.dtype()));
-            }
-            if (bytes > kTimedBytes)
-              throw MemoryError(msg("the candidates' values need ", bytes / (1 << 20), " MiB (limit ", kTimedBytes / (1 << 20), ")"));
-            const std::vector<double> s = time_programs(progs, pool());
-            const std::size_t best = static_cast<std::size_t>(std::min_element(s.begin(), s.end()) - s.begin());
-            how = "timed:";
-            for (std::size_t i = 0; i < cands.size(); ++i)
-              how += msg(i ? ", " : " ", cands[i] == none ? std::string("NCHW") : count_text(cands[i]), " ", ms_text(s[i]));
-            l = cands[best];
-          } catch (const Error& e) {
-            how += msg("; not timed: ", e.what());  // the cost model's decision stands
-          }
+          time_labellings(r, model, before, pool, l, how);
           timed_cache()[key] = l;
         }
         return labels_text(l) + "\n" + how;

@@ -44,10 +44,8 @@ class DirectAlgorithm final : public ConvAlgorithm {
     const double peak = m.flops_per_s(computes_in_float64(p));
     if (const KvecPlan pl(p); pl.usable) {
       const double reduction = static_cast<double>(pl.nsrc * pl.taps);
-      // Destination channels go in the level's register blocks (kernels/direct_kvec.cpp's
-      // kL, kMaxNK, kAcc), zero-padded to whole vectors.
-      const int vf = cpu_isa_float_lanes(active_cpu_isa());
-      const KvecShape sh = kvec_shape(pl.ndst, vf, vf >= 8 ? 4 : 2, vf == 16 ? 24 : 12);
+      // Destination channels go in the level's register blocks, zero-padded to whole vectors.
+      const KvecShape sh = kvec_shape(pl.ndst, cpu_isa_float_lanes(active_cpu_isa()));
       const double lanes = static_cast<double>(pl.ndst) / static_cast<double>(sh.padded());
       // Forward and grad inputs store every output through a transpose in registers; grad
       // weights transposes dy once per chunk instead. The step counts are fitted, not

@@ -45,10 +45,15 @@ struct KvecShape {
   i64 block() const { return lanes * vectors; }
   i64 padded() const { return blocks * block(); }  ///< channels including the zero lanes
 };
-/// lanes / max_vectors / accumulators per level: 16 / 4 / 24 (AVX-512, 32 registers),
-/// 8 / 4 / 12 (AVX2) and 4 / 2 / 12 (baseline SSE, 16 registers). Rows: 8 or 6 where they
-/// fill the accumulators, else as many as do (4 x 3 and 3 x 4 of 12).
-inline KvecShape kvec_shape(i64 ndst, i64 lanes, i64 max_vectors, i64 accumulators) {
+/// A level's register budget, by its vector width in floats (`lanes`): vectors of
+/// destination channels per block at most, and accumulator vectors. 16 / 4 / 24 (AVX-512,
+/// 32 registers), 8 / 4 / 12 (AVX2) and 4 / 2 / 12 (baseline SSE, 16 registers). The
+/// kernels (kernels/direct_kvec.cpp) and the cost model (conv_direct.cpp) both read it here.
+constexpr i64 kvec_max_vectors(i64 lanes) { return lanes >= 8 ? 4 : 2; }
+constexpr i64 kvec_accumulators(i64 lanes) { return lanes == 16 ? 24 : 12; }
+/// Rows: 8 or 6 where they fill the accumulators, else as many as do (4 x 3 and 3 x 4 of 12).
+inline KvecShape kvec_shape(i64 ndst, i64 lanes) {
+  const i64 max_vectors = kvec_max_vectors(lanes), accumulators = kvec_accumulators(lanes);
   KvecShape s;
   s.lanes = lanes;
   const i64 nvec = (ndst + lanes - 1) / lanes;

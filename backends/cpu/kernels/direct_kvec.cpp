@@ -42,13 +42,14 @@ namespace {
 // like AVX-512: on Zen 3, 3 x 4 and 4 x 3 blocks halve the work units (and their source
 // re-reads and pixel set-up) of 6 x 2 and waste fewer lanes on 24 or 48 channels.
 #if CONVGRAPH_ISA_AVX512
-constexpr int kL = 16, kMaxNK = 4;
+constexpr int kL = 16;
 #elif CONVGRAPH_ISA_AVX2
-constexpr int kL = 8, kMaxNK = 4;
+constexpr int kL = 8;
 #else
-constexpr int kL = 4, kMaxNK = 2;
+constexpr int kL = 4;
 #endif
-constexpr int kAcc = kL == 16 ? 24 : 12;
+constexpr int kMaxNK = static_cast<int>(kvec_max_vectors(kL));
+constexpr int kAcc = static_cast<int>(kvec_accumulators(kL));
 constexpr int kMaxP = 8;          // rows of a tile at most
 // Tiles per work unit, sharing each weight chunk in L1: 12 KiB of partial sums at every
 // level (8 tiles of AVX-512, 32 of AVX2), so a unit stores runs of 48-96 pixels per
@@ -62,7 +63,7 @@ static_assert(kKvecMaxBlock % (kL * kMaxNK) == 0 && kKvecMaxTileRows % kMaxP == 
 // Below AVX-512 a layer has at least two vectors of channels (no 1-vector shape).
 static_assert(kL == 16 || kKvecMinChannels >= 2 * kL);
 
-KvecShape shape_for(i64 ndst) { return kvec_shape(ndst, kL, kMaxNK, kAcc); }
+KvecShape shape_for(i64 ndst) { return kvec_shape(ndst, kL); }
 
 /// acc[p][*] (+)= sum_{q in [q0, q1), t < nt} src[p][q * qstride + taps[t]] * w[q][t][*] for
 /// P rows and NK vectors (w's rows T taps apart), with acc held in io ([P][NK * kL]):
@@ -418,7 +419,7 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
         const i64 d0 = kb * B;
         const i64 nd = std::min<i64>(B, pl.ndst - d0);
         const float* wb = packed + (grp * nkb + kb) * Q * T * B;
-        const float* dst_block = dst + (grp * pl.ndst + d0) * pl.dst_numel + dst_off[0];
+        float* const dst_block = dst + (grp * pl.ndst + d0) * pl.dst_numel + dst_off[0];  // pixel 0's plane run
         for (i64 q0 = 0; q0 < Q; q0 += qc)
           for (i64 i = 0; i < ntiles; ++i) {
             // The block's destination lines are fetched for writing while its tiles run
@@ -437,8 +438,7 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
         // copy and no memcpy call per short run.
         i64 jv = 0, dv = 0;  // pixels and channels stored as whole blocks
         if (one_image)
-          std::tie(jv, dv) =
-              transpose_blocks(acc, B, dst + (grp * pl.ndst + d0) * pl.dst_numel + dst_off[0], pl.dst_numel, npix, nd);
+          std::tie(jv, dv) = transpose_blocks(acc, B, dst_block, pl.dst_numel, npix, nd);
         for (i64 dd = 0; dd < nd; ++dd) {
           const i64 ch = grp * pl.ndst + d0 + dd;
           float* dc = dst + ch * pl.dst_numel;
