@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <random>
@@ -322,6 +323,55 @@ TEST_CASE("cpu.winograd F(4x4,3x3) matches the reference within the fp32 bound",
   if (convgraph::test::sanitized_build()) return;
   check_winograd({.x = {2, 64, 28, 28}, .w = {32, 64, 3, 3}, .border = BorderMode(1)}, 5e-5);
   check_winograd({.x = {2, 256, 14, 14}, .w = {32, 256, 3, 3}, .border = BorderMode(1)}, 5e-5);
+}
+
+/// Runs float32 `a` on `p` (fixed random operands) and returns its output.
+std::vector<float> run_float(const ConvAlgorithm& a, const ConvProblem& p, ThreadPool* pool) {
+  std::mt19937 rng(99);
+  auto x = random_vec<float>(p.x_numel(), rng), w = random_vec<float>(p.w_numel(), rng),
+       y = random_vec<float>(p.y_numel(), rng);
+  std::vector<float>& out = p.direction == ConvDirection::forward       ? y
+                            : p.direction == ConvDirection::grad_inputs ? x
+                                                                        : w;
+  std::fill(out.begin(), out.end(), NAN);
+  const std::size_t ws = a.workspace_bytes(p);
+  Buffer wbuf = alloc(ws);
+  ConvContext ctx;
+  ctx.pool = pool;
+  ctx.workspace = wbuf.get();
+  ctx.workspace_bytes = ws;
+  a.run(p, ConvTensors{x.data(), w.data(), y.data(), {}}, ctx);
+  return out;
+}
+
+TEST_CASE("cpu.winograd grad weights in chunks: every workspace limit, the same bits on any pool", "[cpu][winograd]") {
+  // Enough tiles (and channels) for several chunks of tiles at full workspace on any L2 up
+  // to 2 MiB: with 2..8 hardware threads each chunk then goes to a slice with its own S.
+  // Smaller workspace limits shrink the chunks, then fall back to V, D and S shared by the
+  // threads. Every plan must match the reference and give the same bits with no pool and
+  // with 1, 2 or 3 threads (the slices are per hardware thread, not per pool thread).
+  const ConvAlgorithm& a = algo("cpu.winograd");
+  const i64 batch = convgraph::test::sanitized_build() ? 2 : 5;
+  ConvProblem p = make({.dir = ConvDirection::grad_weights, .x = {batch, 20, 46, 45}, .w = {24, 20, 3, 3},
+                        .border = BorderMode(1), .dtype = DType::float32});
+  const std::size_t full = a.workspace_bytes(p);
+  ThreadPool one(1), two(2), three(3);
+  int plans = 0;
+  for (std::size_t limit = full; plans < 8; limit = limit * 3 / 5) {
+    p.workspace_limit = limit;
+    if (!a.applicable(p).is_ok()) break;
+    INFO("workspace limit " << limit << " of " << full);
+    CHECK(a.workspace_bytes(p) <= limit);
+    CHECK(rel_error(a, p, &two) <= 5e-5);
+    const std::vector<float> first = run_float(a, p, nullptr);
+    for (ThreadPool* pool : {&one, &two, &three}) {
+      const std::vector<float> other = run_float(a, p, pool);
+      INFO(pool->size() << " threads");
+      CHECK(std::memcmp(first.data(), other.data(), first.size() * sizeof(float)) == 0);
+    }
+    ++plans;
+  }
+  CHECK(plans >= 3);
 }
 
 TEST_CASE("cpu.winograd declines what it does not do", "[cpu][winograd]") {

@@ -681,11 +681,42 @@ struct GwPlan {
   // per slot: dy's phase lines and 6 transposed source rows.
   i64 v_off = 0, d_off = 0, line_off = 0, rows_off = 0, line_size = 0, total = 0;
 
+  /// Sliced (several chunks, at most kMaxSlices hardware threads): chunk c belongs to slice
+  /// c mod slices, which has its own S, V, D and scratch lines, and one thread runs a slice
+  /// from its transforms through its GEMMs. So every chunk's V and D are read by the core
+  /// that wrote them: with the shared V and D (a transform task per channel, a GEMM task per
+  /// e), half of them cross to the other core, which cost 2x (vgg_3x3_112 16 -> 35 ms) when
+  /// a VM's two vCPUs sat on cores without a shared L3. The slices' S are summed in slice
+  /// order, so results do not depend on the pool size. Offsets below are then per slice.
+  static constexpr i64 kMaxSlices = 8;
+  bool sliced = false;
+  i64 slices = 1, slice_size = 0;
+
   GwPlan(const ConvProblem& p, const Job& j) {
     ncb = (j.Ci + kVL - 1) / kVL;
-    const i64 lane_bytes = j.G * kE * (round_up(j.Ci, kMaxVL) + j.Co) * i64{4};
-    R = std::clamp<i64>(std::max(gw_chunk_bytes() / lane_bytes, kGwMinTiles) / j.tw, 1, j.rows);
     group = std::max<i64>(1, kVL / j.tw);
+    const i64 lane_bytes = j.G * kE * (round_up(j.Ci, kMaxVL) + j.Co) * i64{4};
+    auto chunk_rows = [&](i64 bytes) {
+      return std::clamp<i64>(std::max(bytes / lane_bytes, kGwMinTiles) / j.tw, 1, j.rows);
+    };
+    R = chunk_rows(gw_chunk_bytes());
+    fused = R == j.rows;
+    if (!fused && j.slots > 1 && j.slots <= kMaxSlices) {
+      // A slice's chunk fills its own thread's L2, and the chunks divide evenly among the slices.
+      sliced = true, slices = j.slots;
+      const i64 per_slice = chunk_rows(gw_chunk_bytes() / 2);
+      const i64 chunks = round_up((j.rows + per_slice - 1) / per_slice, slices);
+      R = (j.rows + chunks - 1) / chunks;
+    }
+    fit(p, j);
+    if (sliced && static_cast<std::size_t>(total) * sizeof(float) > p.workspace_limit) {
+      sliced = false, slices = 1;  // the slices' S do not fit: shared V, D and S
+      R = chunk_rows(gw_chunk_bytes());
+      fit(p, j);
+    }
+  }
+
+  void fit(const ConvProblem& p, const Job& j) {
     layout(j);
     while (static_cast<std::size_t>(total) * sizeof(float) > p.workspace_limit && R > 1) {
       R = (R + 1) / 2;  // smaller chunks under a tight limit before declining
@@ -699,7 +730,7 @@ struct GwPlan {
     ve = ncb * vp + 16, de = j.Co * ld + 16;
     wp = round_up(4 * j.tw + 2, kVL);
     auto floats = [](i64 n) { return static_cast<i64>(align_bytes(static_cast<std::size_t>(n) * 4) / 4); };
-    fused = R == j.rows;
+    fused = !sliced && R == j.rows;
     cb = std::min(kBlock, j.Co), ib = std::min(kBlock, round_up(j.Ci, kMaxVL));
     nco = (j.Co + cb - 1) / cb, nci = (j.Ci + ib - 1) / ib;
     es = cb * ib + 16;  // (inverse_filters reads 36 rows e apart: at 16 KiB they shared one L1 set)
@@ -712,7 +743,8 @@ struct GwPlan {
     line_off = d_off + floats(j.G * kE * de);
     rows_off = floats((kAlpha + 2) * 4 * j.Q);
     line_size = rows_off + floats(kAlpha * round_up(4 * j.tw + 2, kMaxVL) * kMaxVL);
-    total = line_off + j.slots * line_size;
+    slice_size = line_off + line_size;
+    total = sliced ? slices * slice_size : line_off + j.slots * line_size;
   }
 };
 
@@ -918,6 +950,42 @@ void inverse_filters(const ConvProblem& p, const Job& j, const float* S, i64 est
   }
 }
 
+/// V and D of tile rows [r0, r1) (one chunk), one task per channel plane (x panels, then dy
+/// planes), the tasks taken from next() until it passes the last; `lines` is the caller's
+/// scratch (phase lines and transposed source rows).
+template <class NextTask>
+void transform_chunk(const Job& j, const GwPlan& g, const float* x, const float* dy, i64 r0, i64 r1, float* V,
+                     float* D, float* lines, NextTask&& next) {
+  const i64 nx = j.G * g.ncb, ntasks = nx + j.G * j.Co;
+  std::memset(lines, 0, static_cast<std::size_t>(g.line_size) * sizeof(float));
+  LineCache cache;
+  cache.lines = lines;
+  cache.zeros = lines + kAlpha * 4 * j.Q;
+  TapGroup<4, 4> out_group;
+  for (i64 task = next(); task < ntasks; task = next()) {
+    std::fill(std::begin(cache.plane), std::end(cache.plane), nullptr);
+    const bool in = task < nx;
+    const i64 c = in ? task : task - nx, per = in ? g.ncb : j.Co, gr = c / per, ch = c % per;
+    if (in) {
+      PanelRows rows(lines + g.rows_off);
+      for (i64 r = r0; r < r1; ++r) {
+        const i64 img = r / j.th, y0 = 4 * (r % j.th) - j.pt;
+        const float* row[kAlpha];
+        for (int i = 0; i < kAlpha; ++i) row[i] = rows.get(x, j, g, img, gr, ch * kVL, y0 + i);
+        input_transform_channels(row, j.tw, V + gr * kE * g.ve + ch * g.vp + (r - r0) * j.tw * kVL, g.ve);
+      }
+    } else {
+      float* dst = D + gr * kE * g.de + ch * g.ld;
+      transform_rows(
+          j, g.group, r0, r1, out_group,
+          [&](i64 r, const float* tap[4][4]) {
+            grad_output_taps(j.dst_plane(dy, r / j.th, gr, ch), j, r % j.th, lines, cache.zeros, tap);
+          },
+          [&](const float* const tap[4][4], i64 lanes, i64 base) { grad_output_transform(tap, lanes, dst, g.de, base); });
+    }
+  }
+}
+
 void run_grad_weights(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) {
   const Job j(p);
   const GwPlan g(p, j);
@@ -928,53 +996,68 @@ void run_grad_weights(const ConvProblem& p, const ConvTensors& t, const ConvCont
   float *S = ws, *V = ws + g.v_off, *D = ws + g.d_off;
   const auto* x = static_cast<const float*>(t.x);
   const auto* dy = static_cast<const float*>(t.y);
+  auto* dw = static_cast<float*>(t.w);
   ThreadPool* pool = ctx.pool;
-  const i64 nx = j.G * g.ncb, ntasks = nx + j.G * j.Co;  // V: a task per channel panel
-  const i64 used = std::min<i64>({j.slots, ntasks, pool ? pool->size() : 1});
+  const i64 ntasks = j.G * g.ncb + j.G * j.Co;
+  const i64 threads = pool ? pool->size() : 1;
+  const i64 used = std::min<i64>({j.slots, ntasks, threads});
   auto parallel = [&](i64 n, const std::function<void(i64, i64)>& body) {
     if (pool && n > 1) pool->parallel_for(n, body, 1);
     else body(0, n);
   };
+  // The inverse transform, one task per output channel, of S plus the other slices' S.
+  auto inverse_all = [&] {
+    parallel(j.G * j.Co, [&](i64 a, i64 b) {
+      for (i64 task = a; task < b; ++task) {
+        const i64 gr = task / j.Co, co = task % j.Co;
+        float* s0 = S + (gr * kE * j.Co + co) * j.Ci;
+        for (i64 k = 1; k < g.slices; ++k)
+          for (i64 e = 0; e < kE; ++e) {
+            float* __restrict dst = s0 + e * j.Co * j.Ci;
+            const float* __restrict src = dst + k * g.slice_size;
+            for (i64 ci = 0; ci < j.Ci; ++ci) dst[ci] += src[ci];
+          }
+        inverse_filters(p, j, s0, j.Co * j.Ci, 0, j.Ci, dw, gr, co);
+      }
+    });
+  };
+
+  if (g.sliced) {
+    // Each slice by one thread: its chunks' transforms, then their 36 GEMMs into its S.
+    const i64 nchunks = (j.rows + g.R - 1) / g.R;
+    std::atomic<i64> next_slice{0};
+    parallel(std::min(g.slices, threads), [&](i64 s0, i64 s1) {
+      for (i64 s = s0; s < s1; ++s)
+        for (i64 k = next_slice.fetch_add(1); k < g.slices; k = next_slice.fetch_add(1)) {
+          float* base = ws + k * g.slice_size;
+          float *Sk = base, *Vk = base + g.v_off, *Dk = base + g.d_off;
+          float beta = 0.0f;
+          for (i64 c = k; c < nchunks; c += g.slices, beta = 1.0f) {
+            const i64 r0 = c * g.R, r1 = std::min(j.rows, r0 + g.R);
+            i64 task = 0;
+            transform_chunk(j, g, x, dy, r0, r1, Vk, Dk, base + g.line_off, [&] { return task++; });
+            for (i64 e = 0; e < j.G * kE; ++e)
+              gemm_dv(g, j.Co, j.Ci, (r1 - r0) * j.tw, Dk + e * g.de, Vk + e * g.ve, beta, Sk + e * j.Co * j.Ci, j.Ci);
+          }
+          if (beta == 0.0f)  // no chunk (a tight workspace limit can leave fewer than slices)
+            std::memset(Sk, 0, static_cast<std::size_t>(j.G * kE * j.Co * j.Ci) * sizeof(float));
+        }
+    });
+    inverse_all();
+    return;
+  }
+
   for (i64 r0 = 0; r0 < j.rows; r0 += g.R) {
     const i64 r1 = std::min(j.rows, r0 + g.R);
-    // 1. V and D of this chunk, one task per channel plane (x planes, then dy planes).
+    // 1. V and D of this chunk, the tasks shared by the slots.
     std::atomic<i64> next{0};
     parallel(used, [&](i64 s0, i64 s1) {
-      for (i64 slot = s0; slot < s1; ++slot) {
-        float* lines = ws + g.line_off + slot * g.line_size;
-        std::memset(lines, 0, static_cast<std::size_t>(g.line_size) * sizeof(float));
-        LineCache cache;
-        cache.lines = lines;
-        cache.zeros = lines + kAlpha * 4 * j.Q;
-        TapGroup<4, 4> out_group;
-        for (i64 task = next.fetch_add(1); task < ntasks; task = next.fetch_add(1)) {
-          std::fill(std::begin(cache.plane), std::end(cache.plane), nullptr);
-          const bool in = task < nx;
-          const i64 c = in ? task : task - nx, per = in ? g.ncb : j.Co, gr = c / per, ch = c % per;
-          if (in) {
-            PanelRows cache(lines + g.rows_off);
-            for (i64 r = r0; r < r1; ++r) {
-              const i64 img = r / j.th, y0 = 4 * (r % j.th) - j.pt;
-              const float* row[kAlpha];
-              for (int i = 0; i < kAlpha; ++i) row[i] = cache.get(x, j, g, img, gr, ch * kVL, y0 + i);
-              input_transform_channels(row, j.tw, V + gr * kE * g.ve + ch * g.vp + (r - r0) * j.tw * kVL, g.ve);
-            }
-          } else {
-            float* dst = D + gr * kE * g.de + ch * g.ld;
-            transform_rows(
-                j, g.group, r0, r1, out_group,
-                [&](i64 r, const float* tap[4][4]) {
-                  grad_output_taps(j.dst_plane(dy, r / j.th, gr, ch), j, r % j.th, lines, cache.zeros, tap);
-                },
-                [&](const float* const tap[4][4], i64 lanes, i64 base) { grad_output_transform(tap, lanes, dst, g.de, base); });
-          }
-        }
-      }
+      for (i64 slot = s0; slot < s1; ++slot)
+        transform_chunk(j, g, x, dy, r0, r1, V, D, ws + g.line_off + slot * g.line_size, [&] { return next.fetch_add(1); });
     });
     const i64 tiles = (r1 - r0) * j.tw;
     if (g.fused) {
       // 2+3. Per block of channels: S_e = D_e V_e^T over every tile, then its inverse.
-      auto* dw = static_cast<float*>(t.w);
       const i64 nblocks = j.G * g.nco * g.nci;
       std::atomic<i64> next_block{0};
       parallel(std::min(used, nblocks), [&](i64 s0, i64 s1) {
@@ -1000,14 +1083,8 @@ void run_grad_weights(const ConvProblem& p, const ConvTensors& t, const ConvCont
         gemm_dv(g, j.Co, j.Ci, tiles, D + e * g.de, V + e * g.ve, beta, S + e * j.Co * j.Ci, j.Ci);
     });
   }
-  // 3. The inverse transform, one task per output channel.
-  auto* dw = static_cast<float*>(t.w);
-  parallel(j.G * j.Co, [&](i64 a, i64 b) {
-    for (i64 task = a; task < b; ++task) {
-      const i64 gr = task / j.Co, co = task % j.Co;
-      inverse_filters(p, j, S + (gr * kE * j.Co + co) * j.Ci, j.Co * j.Ci, 0, j.Ci, dw, gr, co);
-    }
-  });
+  // 3. The inverse transform.
+  inverse_all();
 }
 
 }  // namespace
