@@ -78,19 +78,19 @@ std::vector<T> random_vec(i64 n, std::mt19937& rng) {
   return v;
 }
 
-/// Runs `a` and the reference on random operands; returns max|diff| / max|ref|.
+/// The output operand of p's direction: y, x or w.
 template <class T>
-double rel_error(const ConvAlgorithm& a, const ConvProblem& p, ThreadPool* pool) {
-  std::mt19937 rng(1234);
-  auto x = random_vec<T>(p.x_numel(), rng), w = random_vec<T>(p.w_numel(), rng),
-       y = random_vec<T>(p.y_numel(), rng);
-  auto rx = x, rw = w, ry = y;
-  // Poison the output so a partial write shows up.
-  std::vector<T>& out = p.direction == ConvDirection::forward       ? y
-                        : p.direction == ConvDirection::grad_inputs ? x
-                                                                    : w;
+std::vector<T>& output_of(const ConvProblem& p, std::vector<T>& x, std::vector<T>& w, std::vector<T>& y) {
+  return p.direction == ConvDirection::forward ? y : p.direction == ConvDirection::grad_inputs ? x : w;
+}
+
+/// Runs `a` on the operands with a workspace of its size, the output poisoned first so a
+/// partial write shows up.
+template <class T>
+void run_poisoned(const ConvAlgorithm& a, const ConvProblem& p, ThreadPool* pool, std::vector<T>& x,
+                  std::vector<T>& w, std::vector<T>& y) {
+  std::vector<T>& out = output_of(p, x, w, y);
   std::fill(out.begin(), out.end(), static_cast<T>(NAN));
-  reference_conv(p, ConvTensors{rx.data(), rw.data(), ry.data(), {}});
   const std::size_t ws = a.workspace_bytes(p);
   Buffer wbuf = alloc(ws);
   ConvContext ctx;
@@ -98,9 +98,19 @@ double rel_error(const ConvAlgorithm& a, const ConvProblem& p, ThreadPool* pool)
   ctx.workspace = wbuf.get();
   ctx.workspace_bytes = ws;
   a.run(p, ConvTensors{x.data(), w.data(), y.data(), {}}, ctx);
-  const std::vector<T>& ref = p.direction == ConvDirection::forward       ? ry
-                              : p.direction == ConvDirection::grad_inputs ? rx
-                                                                          : rw;
+}
+
+/// Runs `a` and the reference on random operands; returns max|diff| / max|ref|.
+template <class T>
+double rel_error(const ConvAlgorithm& a, const ConvProblem& p, ThreadPool* pool) {
+  std::mt19937 rng(1234);
+  auto x = random_vec<T>(p.x_numel(), rng), w = random_vec<T>(p.w_numel(), rng),
+       y = random_vec<T>(p.y_numel(), rng);
+  auto rx = x, rw = w, ry = y;
+  reference_conv(p, ConvTensors{rx.data(), rw.data(), ry.data(), {}});
+  run_poisoned(a, p, pool, x, w, y);
+  const std::vector<T>& out = output_of(p, x, w, y);
+  const std::vector<T>& ref = output_of(p, rx, rw, ry);
   double md = 0, mr = 0;
   for (std::size_t i = 0; i < ref.size(); ++i) {
     const double d = std::abs(static_cast<double>(out[i]) - static_cast<double>(ref[i]));
@@ -330,18 +340,8 @@ std::vector<float> run_float(const ConvAlgorithm& a, const ConvProblem& p, Threa
   std::mt19937 rng(99);
   auto x = random_vec<float>(p.x_numel(), rng), w = random_vec<float>(p.w_numel(), rng),
        y = random_vec<float>(p.y_numel(), rng);
-  std::vector<float>& out = p.direction == ConvDirection::forward       ? y
-                            : p.direction == ConvDirection::grad_inputs ? x
-                                                                        : w;
-  std::fill(out.begin(), out.end(), NAN);
-  const std::size_t ws = a.workspace_bytes(p);
-  Buffer wbuf = alloc(ws);
-  ConvContext ctx;
-  ctx.pool = pool;
-  ctx.workspace = wbuf.get();
-  ctx.workspace_bytes = ws;
-  a.run(p, ConvTensors{x.data(), w.data(), y.data(), {}}, ctx);
-  return out;
+  run_poisoned(a, p, pool, x, w, y);
+  return output_of(p, x, w, y);
 }
 
 TEST_CASE("cpu.winograd grad weights in chunks: every workspace limit, the same bits on any pool", "[cpu][winograd]") {

@@ -690,8 +690,8 @@ struct GwPlan {
   /// a VM's two vCPUs sat on cores without a shared L3. The slices' S are summed in slice
   /// order, so results do not depend on the pool size. Offsets below are then per slice.
   static constexpr i64 kMaxSlices = 8;
-  bool sliced = false;
-  i64 slices = 1, slice_size = 0;
+  i64 slices = 1, slice_size = 0;  ///< slices > 1: sliced
+  bool sliced() const { return slices > 1; }
 
   GwPlan(const ConvProblem& p, const Job& j) {
     ncb = (j.Ci + kVL - 1) / kVL;
@@ -704,14 +704,14 @@ struct GwPlan {
     fused = R == j.rows;
     if (!fused && j.slots > 1 && j.slots <= kMaxSlices) {
       // A slice's chunk fills its own thread's L2, and the chunks divide evenly among the slices.
-      sliced = true, slices = j.slots;
+      slices = j.slots;
       const i64 per_slice = chunk_rows(gw_chunk_bytes() / 2);
       const i64 chunks = round_up((j.rows + per_slice - 1) / per_slice, slices);
       R = (j.rows + chunks - 1) / chunks;
     }
     fit(p, j);
-    if (sliced && static_cast<std::size_t>(total) * sizeof(float) > p.workspace_limit) {
-      sliced = false, slices = 1;  // the slices' S do not fit: shared V, D and S
+    if (sliced() && static_cast<std::size_t>(total) * sizeof(float) > p.workspace_limit) {
+      slices = 1;  // the slices' S do not fit: shared V, D and S
       R = chunk_rows(gw_chunk_bytes());
       fit(p, j);
     }
@@ -731,7 +731,7 @@ struct GwPlan {
     ve = ncb * vp + 16, de = j.Co * ld + 16;
     wp = round_up(4 * j.tw + 2, kVL);
     auto floats = [](i64 n) { return static_cast<i64>(align_bytes(static_cast<std::size_t>(n) * 4) / 4); };
-    fused = !sliced && R == j.rows;
+    fused = !sliced() && R == j.rows;
     cb = std::min(kBlock, j.Co), ib = std::min(kBlock, round_up(j.Ci, kMaxVL));
     nco = (j.Co + cb - 1) / cb, nci = (j.Ci + ib - 1) / ib;
     es = cb * ib + 16;  // (inverse_filters reads 36 rows e apart: at 16 KiB they shared one L1 set)
@@ -745,7 +745,7 @@ struct GwPlan {
     rows_off = floats((kAlpha + 2) * 4 * j.Q);
     line_size = rows_off + floats(kAlpha * round_up(4 * j.tw + 2, kMaxVL) * kMaxVL);
     slice_size = line_off + line_size;
-    total = sliced ? slices * slice_size : line_off + j.slots * line_size;
+    total = sliced() ? slices * slice_size : line_off + j.slots * line_size;
   }
 };
 
@@ -999,9 +999,7 @@ void run_grad_weights(const ConvProblem& p, const ConvTensors& t, const ConvCont
   const auto* dy = static_cast<const float*>(t.y);
   auto* dw = static_cast<float*>(t.w);
   ThreadPool* pool = ctx.pool;
-  const i64 ntasks = j.G * g.ncb + j.G * j.Co;
   const i64 threads = pool ? pool->size() : 1;
-  const i64 used = std::min<i64>({j.slots, ntasks, threads});
   auto parallel = [&](i64 n, const std::function<void(i64, i64)>& body) {
     if (pool && n > 1) pool->parallel_for(n, body, 1);
     else body(0, n);
@@ -1023,31 +1021,31 @@ void run_grad_weights(const ConvProblem& p, const ConvTensors& t, const ConvCont
     });
   };
 
-  if (g.sliced) {
+  if (g.sliced()) {
     // Each slice by one thread: its chunks' transforms, then their 36 GEMMs into its S.
     const i64 nchunks = (j.rows + g.R - 1) / g.R;
     std::atomic<i64> next_slice{0};
-    parallel(std::min(g.slices, threads), [&](i64 s0, i64 s1) {
-      for (i64 s = s0; s < s1; ++s)
-        for (i64 k = next_slice.fetch_add(1); k < g.slices; k = next_slice.fetch_add(1)) {
-          float* base = ws + k * g.slice_size;
-          float *Sk = base, *Vk = base + g.v_off, *Dk = base + g.d_off;
-          float beta = 0.0f;
-          for (i64 c = k; c < nchunks; c += g.slices, beta = 1.0f) {
-            const i64 r0 = c * g.R, r1 = std::min(j.rows, r0 + g.R);
-            i64 task = 0;
-            transform_chunk(j, g, x, dy, r0, r1, Vk, Dk, base + g.line_off, [&] { return task++; });
-            for (i64 e = 0; e < j.G * kE; ++e)
-              gemm_dv(g, j.Co, j.Ci, (r1 - r0) * j.tw, Dk + e * g.de, Vk + e * g.ve, beta, Sk + e * j.Co * j.Ci, j.Ci);
-          }
-          if (beta == 0.0f)  // no chunk (a tight workspace limit can leave fewer than slices)
-            std::memset(Sk, 0, static_cast<std::size_t>(j.G * kE * j.Co * j.Ci) * sizeof(float));
+    parallel(std::min(g.slices, threads), [&](i64, i64) {  // each call takes slices until none is left
+      for (i64 k = next_slice.fetch_add(1); k < g.slices; k = next_slice.fetch_add(1)) {
+        float* base = ws + k * g.slice_size;
+        float *Sk = base, *Vk = base + g.v_off, *Dk = base + g.d_off;
+        float beta = 0.0f;
+        for (i64 c = k; c < nchunks; c += g.slices, beta = 1.0f) {
+          const i64 r0 = c * g.R, r1 = std::min(j.rows, r0 + g.R);
+          i64 task = 0;
+          transform_chunk(j, g, x, dy, r0, r1, Vk, Dk, base + g.line_off, [&] { return task++; });
+          for (i64 e = 0; e < j.G * kE; ++e)
+            gemm_dv(g, j.Co, j.Ci, (r1 - r0) * j.tw, Dk + e * g.de, Vk + e * g.ve, beta, Sk + e * j.Co * j.Ci, j.Ci);
         }
+        if (beta == 0.0f)  // no chunk: rows = 12, 8 slices make chunks of 2 rows, only 6 of them
+          std::memset(Sk, 0, static_cast<std::size_t>(j.G * kE * j.Co * j.Ci) * sizeof(float));
+      }
     });
     inverse_all();
     return;
   }
 
+  const i64 used = std::min<i64>({j.slots, j.G * g.ncb + j.G * j.Co, threads});  // transform tasks
   for (i64 r0 = 0; r0 < j.rows; r0 += g.R) {
     const i64 r1 = std::min(j.rows, r0 + g.R);
     // 1. V and D of this chunk, the tasks shared by the slots.
