@@ -48,7 +48,9 @@ struct ScalarTraits {
     sgemm_detail::pack_b_panel_by_sliver<ScalarTraits>(g, p0, kc, j0, n, dst);
   }
   static void kernel(const GemmArgs& g, std::int64_t kc, const float* __restrict a,
-                     const float* __restrict b, float* c, int m, int n, bool first) {
+                     const float* __restrict b, float* c, int m, int n, bool first,
+                     sgemm_detail::PrefetchRows* pf) {
+    pf->some();
     const std::int64_t ldc = g.ldc;
     const float alpha = g.alpha, beta = g.beta;
     float acc[kMR][kNR] = {};

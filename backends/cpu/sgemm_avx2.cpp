@@ -28,10 +28,18 @@ CG_AVX2 inline __m256i lane_mask(int n) {
 // The A sliver is k-major (a[k*6 + i], KMAJOR) or row-major with row stride kKC
 // (a[i*kKC + k]), whichever op(A)'s storage gives by a plain copy. NV: B vectors per
 // step, 1 for an edge sliver of at most 8 columns (half the FMAs: N = 147 or 81 ends in one).
-template <bool KMAJOR, int NV>
+// PREFETCH: the driver's pf->share() prefetch lines, one per depth step (NV == 2; the
+// AVX-512 kernel says why), else after the loop.
+template <bool KMAJOR, int NV, bool PREFETCH>
 CG_AVX2 void kernel_6x16(std::int64_t kc, const float* __restrict a, const float* __restrict b,
                          float* c, std::int64_t ldc, int m, int n, float alpha, float beta,
-                         bool first) {
+                         bool first, sgemm_detail::PrefetchRows* pf) {
+  sgemm_detail::PrefetchRows lines;  // a local copy: the k loop keeps it in registers
+  std::int64_t prefetches = 0, issued = 0;
+  if constexpr (PREFETCH) {
+    lines = *pf;
+    prefetches = lines.share();
+  }
   constexpr std::int64_t kStep = KMAJOR ? kMR : 1;
   constexpr std::int64_t kRow = KMAJOR ? 1 : kKC;
   __m256 c0[kMR], c1[kMR];
@@ -76,9 +84,18 @@ CG_AVX2 void kernel_6x16(std::int64_t kc, const float* __restrict a, const float
         c0[i] = _mm256_fmadd_ps(ai, b0, c0[i]);
         c1[i] = _mm256_fmadd_ps(ai, b1, c1[i]);
       }
+      if constexpr (PREFETCH)
+        if (issued < prefetches) {
+          lines.one();
+          ++issued;
+        }
       a += kStep;
       b += kNR;
     }
+  }
+  if constexpr (PREFETCH) {
+    for (; issued < prefetches; ++issued) lines.one();
+    *pf = lines;
   }
 
   const __m256 va = _mm256_set1_ps(alpha);
@@ -259,13 +276,19 @@ struct Avx2Traits {
     sgemm_detail::pack_b_panel_by_sliver<Avx2Traits>(g, p0, kc, j0, n, dst);
   }
   static void kernel(const GemmArgs& g, std::int64_t kc, const float* a, const float* b, float* c,
-                     int m, int n, bool first) {
+                     int m, int n, bool first, sgemm_detail::PrefetchRows* pf) {
+    if (pf->active()) return kernel_with<true>(g, kc, a, b, c, m, n, first, pf);
+    kernel_with<false>(g, kc, a, b, c, m, n, first, pf);
+  }
+  template <bool PREFETCH>
+  static void kernel_with(const GemmArgs& g, std::int64_t kc, const float* a, const float* b, float* c,
+                          int m, int n, bool first, sgemm_detail::PrefetchRows* pf) {
     if (g.ta) {
-      if (n > 8) return kernel_6x16<true, 2>(kc, a, b, c, g.ldc, m, n, g.alpha, g.beta, first);
-      return kernel_6x16<true, 1>(kc, a, b, c, g.ldc, m, n, g.alpha, g.beta, first);
+      if (n > 8) return kernel_6x16<true, 2, PREFETCH>(kc, a, b, c, g.ldc, m, n, g.alpha, g.beta, first, pf);
+      return kernel_6x16<true, 1, PREFETCH>(kc, a, b, c, g.ldc, m, n, g.alpha, g.beta, first, pf);
     }
-    if (n > 8) return kernel_6x16<false, 2>(kc, a, b, c, g.ldc, m, n, g.alpha, g.beta, first);
-    kernel_6x16<false, 1>(kc, a, b, c, g.ldc, m, n, g.alpha, g.beta, first);
+    if (n > 8) return kernel_6x16<false, 2, PREFETCH>(kc, a, b, c, g.ldc, m, n, g.alpha, g.beta, first, pf);
+    kernel_6x16<false, 1, PREFETCH>(kc, a, b, c, g.ldc, m, n, g.alpha, g.beta, first, pf);
   }
 };
 

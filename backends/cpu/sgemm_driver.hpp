@@ -10,12 +10,14 @@
 ///   static void pack_a(g, i0, m, p0, kc, dst);        one sliver: rows i0..i0+m, depth p0..
 ///   static void pack_a_panel(g, i0, m, p0, kc, dst);  m rows, sliver q at dst + q*kABuf
 ///   static void pack_b_panel(g, p0, kc, j0, n, dst);  columns j0..j0+n, sliver q at q*kc*kNR
-///   static void kernel(g, kc, a, b, c, m, n, first);  C(m x n) (+)= A sliver * B sliver
+///   static void kernel(g, kc, a, b, c, m, n, first, pf);  C(m x n) (+)= A sliver * B sliver
 ///
 /// The A sliver layout is the traits' business (pack_a and kernel agree on it). A packed
 /// B sliver is dst[k*kNR + j], zero-padded past n. `first` is true for the first depth
 /// block: the kernel then applies beta (beta == 0: C is not read); later depth blocks
-/// accumulate into C. The k order of every sum is fixed by K (and the machine's cache
+/// accumulate into C. `pf` (never null) holds lines the driver wants fetched for what comes
+/// next: the kernel issues pf->share() of them, one per depth step where it can (a burst of
+/// them in one go stalls the loads behind it), or calls pf->some() when it is done. The k order of every sum is fixed by K (and the machine's cache
 /// sizes) alone, so results do not depend on the thread count.
 ///
 /// Blocking comes from the cache sizes read at run time: the depth block KC (at most kKC)
@@ -133,7 +135,8 @@ void pack_b_panel_by_sliver(const GemmArgs& g, std::int64_t p0, std::int64_t kc,
 }
 
 /// Prefetches two row ranges (rows of `len` floats: na at a + i*lda, nb at b + j*ldb) line
-/// by line, an equal share at each of `calls` calls of some().
+/// by line, an equal share at each of `calls` calls of some() (or share() calls of one(),
+/// which a kernel interleaves with its depth steps).
 class PrefetchRows {
  public:
   PrefetchRows() = default;
@@ -145,16 +148,21 @@ class PrefetchRows {
     per_call_ = (total_ + calls - 1) / std::max<std::int64_t>(calls, 1);
   }
   bool active() const { return done_ < total_; }
-  void some() {
-    for (std::int64_t left = std::min(per_call_, total_ - done_); left > 0; --left, ++done_) {
-      __builtin_prefetch(row_ + std::min(col_, len_ - 1), 0, 2);
-      col_ += 16;
-      if (col_ == lines_per_row_ * 16) {  // next row: of A, then of B
-        col_ = 0;
-        ++r_;
-        row_ = r_ < na_ ? a_ + r_ * lda_ : b_ + (r_ - na_) * ldb_;
-      }
+  /// Lines one call's share: what some() issues.
+  std::int64_t share() const { return std::min(per_call_, total_ - done_); }
+  /// The next line (call it at most share() times per call).
+  void one() {
+    __builtin_prefetch(row_ + std::min(col_, len_ - 1), 0, 2);
+    ++done_;
+    col_ += 16;
+    if (col_ == lines_per_row_ * 16) {  // next row: of A, then of B
+      col_ = 0;
+      ++r_;
+      row_ = r_ < na_ ? a_ + r_ * lda_ : b_ + (r_ - na_) * ldb_;
     }
+  }
+  void some() {
+    for (std::int64_t left = share(); left > 0; --left) one();
   }
 
  private:
@@ -355,7 +363,8 @@ void run_sgemm(const GemmArgs& g, ThreadPool* pool) {
         // Long K over a small tile (grad weights): the packers read every element of the
         // step's A and B rows once, straight from memory, while the kernel waits. So the
         // next step's rows are prefetched a few lines per kernel call, spread over this
-        // step's compute, when they fit in half of L2 beside this step's packed block.
+        // step's compute, when they fit in half of L2 beside this step's packed block;
+        // else B's rows alone when they fit in a quarter (A's then come sliver by sliver).
         PrefetchRows next, next_a;  // the next step's rows; the next A sliver's
         bool next_covers_a = false;
         if (prefetch_rows && step + 1 < step1) {
@@ -363,10 +372,12 @@ void run_sgemm(const GemmArgs& g, ThreadPool* pool) {
           const std::int64_t nkc = std::min(kcb, K - np0);
           const std::int64_t ncols = prefetch_b_rows ? tile_cols : 0;
           next_covers_a = (tile_rows + ncols) * nkc * 4 <= cache.l2 / 2;
+          const float* next_b = ncols > 0 ? g.B + nb * g.b_stride + j0 * NR * g.ldb + np0 : nullptr;
           if (next_covers_a)
-            next = PrefetchRows(g.A + nb * g.a_stride + s0 * MR * g.lda + np0, g.lda, tile_rows,
-                                ncols > 0 ? g.B + nb * g.b_stride + j0 * NR * g.ldb + np0 : nullptr, g.ldb, ncols, nkc,
-                                (s1 - s0) * (j1 - j0));
+            next = PrefetchRows(g.A + nb * g.a_stride + s0 * MR * g.lda + np0, g.lda, tile_rows, next_b, g.ldb,
+                                ncols, nkc, (s1 - s0) * (j1 - j0));
+          else if (ncols > 0 && ncols * nkc * 4 <= cache.l2 / 4)  // B's rows alone (the packer's)
+            next = PrefetchRows(nullptr, 0, 0, next_b, g.ldb, ncols, nkc, (s1 - s0) * (j1 - j0));
         } else if (prefetch_plain_b) {
           // Plain stored B (forward-like shapes: few rows of C, long rows of B): the packer
           // reads the block's kc rows straight from memory while no FMA runs, so the next
@@ -410,9 +421,11 @@ void run_sgemm(const GemmArgs& g, ThreadPool* pool) {
             float* crow = C + s * MR * gc.ldc;
             for (std::int64_t j = j0; j < j1; ++j) {
               const int n = static_cast<int>(std::min<std::int64_t>(NR, N - j * NR));
-              Isa::kernel(gc, kc, ap, bp + (j - j0) * kc * NR, crow + j * NR, m, n, step == step0);
-              next.some();
-              next_a.some();
+              // One of the two in the kernel's depth steps (the sliver's while it lasts: it
+              // is needed first), the other in one go.
+              PrefetchRows& spread = next_a.active() ? next_a : next;
+              Isa::kernel(gc, kc, ap, bp + (j - j0) * kc * NR, crow + j * NR, m, n, step == step0, &spread);
+              (&spread == &next ? next_a : next).some();
             }
           }
         }
