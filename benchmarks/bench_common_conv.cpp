@@ -7,6 +7,7 @@
 #include <random>
 
 #include "benchmarks/bench_common.hpp"
+#include "convgraph/core/tensor.hpp"
 #include "backends/device_buffers.hpp"
 #include "convgraph/backends/cpu/reference.hpp"
 #include "convgraph/core/error.hpp"
@@ -20,13 +21,9 @@ constexpr double kMaxOperandBytes = 16.0 * (1ull << 30);
 
 Buffer alloc_buffer(std::size_t floats) {
   Buffer b;
-  const std::size_t n = std::max<std::size_t>(floats, 1);
-  // Round up to whole 64-byte lines: aligned_alloc wants a multiple of the alignment.
-  const std::size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
-  auto* p = static_cast<float*>(std::aligned_alloc(64, bytes));
-  if (p == nullptr) throw MemoryError(msg("convgraph-bench: cannot allocate ", bytes_text(double(bytes))));
-  b.own = std::shared_ptr<float[]>(p, [](float* q) { std::free(q); });
-  b.data = p;
+  std::shared_ptr<Storage> storage = allocate_host(std::max<std::size_t>(floats, 1) * sizeof(float));
+  b.data = static_cast<float*>(storage->data);
+  b.own = std::move(storage);
   b.size = floats;
   return b;
 }

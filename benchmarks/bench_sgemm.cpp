@@ -36,6 +36,7 @@
 
 #include "backends/cpu/sgemm.hpp"
 #include "benchmarks/bench_cli.hpp"
+#include "convgraph/core/tensor.hpp"
 #include "convgraph/core/thread_pool.hpp"
 
 #if CONVGRAPH_HAVE_OPENMP
@@ -58,6 +59,17 @@ using convgraph::active_cpu_isa;
 using convgraph::cpu_isa_name;
 using convgraph::cpu_isa_supported;
 using convgraph::detected_cpu_isa;
+
+/// n floats from the library's host allocator (what a Function's tensors get: huge pages
+/// for large buffers where the kernel allows); every implementation reads the same ones.
+struct HostFloats {
+  std::shared_ptr<convgraph::Storage> storage;
+  std::size_t n;
+  explicit HostFloats(std::size_t count) : storage(convgraph::allocate_host(count * sizeof(float))), n(count) {}
+  float* data() const { return static_cast<float*>(storage->data); }
+  float* begin() const { return data(); }
+  float* end() const { return data() + n; }
+};
 using convgraph::parse_cpu_isa;
 
 struct Shape {
@@ -305,8 +317,8 @@ int main(int argc, char** argv) {
   for (const Shape& s : kShapes) {
     if (!filter.empty() && std::string(s.name).find(filter) == std::string::npos) continue;
     const std::int64_t lda = s.ta ? s.M : s.K, ldb = s.tb ? s.K : s.N, ldc = s.N;
-    std::vector<float> A(static_cast<std::size_t>(s.M * s.K)), B(static_cast<std::size_t>(s.K * s.N));
-    std::vector<float> C(static_cast<std::size_t>(s.M * s.N));
+    const HostFloats A(static_cast<std::size_t>(s.M * s.K)), B(static_cast<std::size_t>(s.K * s.N));
+    const HostFloats C(static_cast<std::size_t>(s.M * s.N));
     for (float& x : A) x = dist(rng);
     for (float& x : B) x = dist(rng);
     const double flop = 2.0 * static_cast<double>(s.M) * static_cast<double>(s.N) * static_cast<double>(s.K);

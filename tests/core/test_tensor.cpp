@@ -18,6 +18,22 @@ TEST_CASE("tensor: construction, element access, 64-byte alignment", "[core][ten
   CHECK(Tensor::scalar(2.5, DType::float64).rank() == 0);
 }
 
+TEST_CASE("tensor: host buffers from 4 MiB up are 2 MiB aligned (huge pages), smaller ones 64", "[core][tensor]") {
+  for (const std::size_t bytes : {std::size_t{1}, std::size_t{4000}, (std::size_t{4} << 20) - 1}) {
+    const auto s = allocate_host(bytes);
+    CHECK(reinterpret_cast<std::uintptr_t>(s->data) % 64 == 0);
+    CHECK(s->bytes == bytes);
+  }
+  for (const std::size_t bytes : {std::size_t{4} << 20, (std::size_t{5} << 20) + 3}) {
+    const auto s = allocate_host(bytes);
+    CHECK(reinterpret_cast<std::uintptr_t>(s->data) % (std::size_t{2} << 20) == 0);
+    CHECK(s->bytes == bytes);
+    static_cast<char*>(s->data)[bytes - 1] = 1;  // writable to the end
+  }
+  Tensor big(DType::float32, {1 << 20, 2});  // 8 MiB
+  CHECK(reinterpret_cast<std::uintptr_t>(big.raw()) % (std::size_t{2} << 20) == 0);
+}
+
 TEST_CASE("tensor: views share storage; copies do not", "[core][tensor]") {
   Tensor t = Tensor::from({0, 1, 2, 3, 4, 5}, {2, 3});
   Tensor tr = t.permute({1, 0});
