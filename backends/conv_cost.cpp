@@ -12,6 +12,7 @@
 
 #include "backends/cpu/sgemm.hpp"
 #include "convgraph/core/error.hpp"
+#include "convgraph/core/tensor.hpp"
 #include "convgraph/core/thread_pool.hpp"
 
 namespace convgraph {
@@ -48,10 +49,13 @@ MachineModel measure() {
     cpu::sgemm(false, false, M, N, K, 1.0f, a.data(), K, b.data(), N, 0.0f, c.data(), N, nullptr);
   });
   m.gflops_per_thread = 2.0 * M * N * K / gemm_s * 1e-9;
-  // A copy far larger than the caches: what streaming passes (im2col, transforms) get.
+  // A copy far larger than the caches: what streaming passes (im2col, transforms) get, on
+  // memory from the allocator the operands come from.
   const std::size_t bytes = std::size_t{32} << 20;
-  std::vector<char> src(bytes, 1), dst(bytes);
-  const double copy_s = best_seconds([&] { std::memcpy(dst.data(), src.data(), bytes); });
+  const auto src = allocate_host(bytes), dst = allocate_host(bytes);
+  std::memset(src->data, 1, bytes);
+  std::memset(dst->data, 0, bytes);
+  const double copy_s = best_seconds([&] { std::memcpy(dst->data, src->data, bytes); });
   m.bandwidth_gbs = 2.0 * static_cast<double>(bytes) / copy_s * 1e-9;
   return m;
 }

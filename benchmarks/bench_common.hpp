@@ -125,7 +125,6 @@ const char* git_commit();
 
 // ---- convolution workloads (bench_common_conv.cpp) -------------------------------------
 
-/// 64-byte aligned float buffer.
 /// Operand memory from the library's host allocator (allocate_host), as a Function's
 /// tensors get it: large buffers on transparent huge pages where the kernel allows.
 struct Buffer {

@@ -15,20 +15,21 @@
 #include "benchmarks/bench_cli.hpp"
 #include "convgraph/backends/conv_algorithm.hpp"
 #include "convgraph/backends/cpu/algorithms.hpp"
+#include "convgraph/core/tensor.hpp"
 #include "convgraph/core/thread_pool.hpp"
 
 using namespace convgraph;
 
 namespace {
 
-struct AlignedFree {
-  void operator()(void* p) const { std::free(p); }
+// Operands from the library's host allocator, as a Function's tensors get them.
+struct Buffer {
+  std::shared_ptr<Storage> storage;
+  float* get() const { return static_cast<float*>(storage->data); }
 };
-using Buffer = std::unique_ptr<float, AlignedFree>;
 
 Buffer make_buffer(std::size_t n, std::mt19937& rng) {
-  const std::size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
-  Buffer b(static_cast<float*>(std::aligned_alloc(64, std::max<std::size_t>(bytes, 64))));
+  Buffer b{allocate_host(std::max<std::size_t>(n, 1) * sizeof(float))};
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   for (std::size_t i = 0; i < n; ++i) b.get()[i] = u(rng);
   return b;

@@ -59,6 +59,7 @@ using convgraph::active_cpu_isa;
 using convgraph::cpu_isa_name;
 using convgraph::cpu_isa_supported;
 using convgraph::detected_cpu_isa;
+using convgraph::parse_cpu_isa;
 
 /// n floats from the library's host allocator (what a Function's tensors get: huge pages
 /// for large buffers where the kernel allows); every implementation reads the same ones.
@@ -70,7 +71,6 @@ struct HostFloats {
   float* begin() const { return data(); }
   float* end() const { return data() + n; }
 };
-using convgraph::parse_cpu_isa;
 
 struct Shape {
   const char* name;

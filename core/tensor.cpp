@@ -44,6 +44,7 @@ constexpr std::size_t kHugePagesFrom = std::size_t{4} << 20;
 }  // namespace
 
 std::shared_ptr<Storage> allocate_host(std::size_t bytes) {
+  // Headroom for either rounding (64 bytes or 2 MiB) below: int64's max leaves plenty of size_t.
   if (bytes > static_cast<std::size_t>(detail::kMaxBytes) - 63)
     throw MemoryError(msg("allocate_host: cannot allocate ", bytes, " bytes (more than can be addressed)"));
   if (const std::size_t limit = machine_memory_bytes(); limit > 0 && bytes > limit)

@@ -29,13 +29,13 @@ CG_AVX2 inline __m256i lane_mask(int n) {
 // (a[i*kKC + k]), whichever op(A)'s storage gives by a plain copy. NV: B vectors per
 // step, 1 for an edge sliver of at most 8 columns (half the FMAs: N = 147 or 81 ends in one).
 // PREFETCH: the driver's pf->share() prefetch lines, one per depth step (NV == 2; the
-// AVX-512 kernel says why), else after the loop.
+// AVX-512 kernel says why); an NV == 1 edge sliver issues its share in one go after its loop.
 template <bool KMAJOR, int NV, bool PREFETCH>
 CG_AVX2 void kernel_6x16(std::int64_t kc, const float* __restrict a, const float* __restrict b,
                          float* c, std::int64_t ldc, int m, int n, float alpha, float beta,
                          bool first, sgemm_detail::PrefetchRows* pf) {
-  sgemm_detail::PrefetchRows lines;  // a local copy: the k loop keeps it in registers
-  std::int64_t prefetches = 0, issued = 0;
+  sgemm_detail::PrefetchRows lines;  // a local copy: no aliasing with a, b or c
+  std::int64_t prefetches = 0;
   if constexpr (PREFETCH) {
     lines = *pf;
     prefetches = lines.share();
@@ -85,16 +85,14 @@ CG_AVX2 void kernel_6x16(std::int64_t kc, const float* __restrict a, const float
         c1[i] = _mm256_fmadd_ps(ai, b1, c1[i]);
       }
       if constexpr (PREFETCH)
-        if (issued < prefetches) {
-          lines.one();
-          ++issued;
-        }
+        if (k < prefetches) lines.one();
       a += kStep;
       b += kNR;
     }
   }
   if constexpr (PREFETCH) {
-    for (; issued < prefetches; ++issued) lines.one();
+    // The share past the depth (all of it for NV == 1).
+    for (std::int64_t k = NV == 2 ? kc : 0; k < prefetches; ++k) lines.one();
     *pf = lines;
   }
 
@@ -277,11 +275,11 @@ struct Avx2Traits {
   }
   static void kernel(const GemmArgs& g, std::int64_t kc, const float* a, const float* b, float* c,
                      int m, int n, bool first, sgemm_detail::PrefetchRows* pf) {
-    if (pf->active()) return kernel_with<true>(g, kc, a, b, c, m, n, first, pf);
-    kernel_with<false>(g, kc, a, b, c, m, n, first, pf);
+    if (pf->active()) return kernel_prefetching<true>(g, kc, a, b, c, m, n, first, pf);
+    kernel_prefetching<false>(g, kc, a, b, c, m, n, first, pf);
   }
   template <bool PREFETCH>
-  static void kernel_with(const GemmArgs& g, std::int64_t kc, const float* a, const float* b, float* c,
+  static void kernel_prefetching(const GemmArgs& g, std::int64_t kc, const float* a, const float* b, float* c,
                           int m, int n, bool first, sgemm_detail::PrefetchRows* pf) {
     if (g.ta) {
       if (n > 8) return kernel_6x16<true, 2, PREFETCH>(kc, a, b, c, g.ldc, m, n, g.alpha, g.beta, first, pf);

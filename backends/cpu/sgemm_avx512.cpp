@@ -39,13 +39,16 @@ CG_AVX512 inline __mmask16 low_mask(int n) {
 // pointer. The k loop is the hot loop: per step NV aligned B loads, MROWS broadcasts and
 // MROWS*NV FMAs; no stores and no stack traffic (check with objdump). PREFETCH: the first
 // pf->share() steps also issue one of the driver's prefetch lines each (Zen 4, 1 thread,
-// 576x64x25088 with A streamed from memory: 77% -> 83% of peak against the same lines
-// issued all at once between calls, whose misses held up the kernel's loads).
+// 64x576x25088 with B stored transposed, computed swapped as 576x64, A streamed from
+// memory: 77% -> 83% of peak against the same lines issued all at once between calls,
+// whose misses held up the kernel's loads). Those steps read a few of the line cursor's
+// counters from the stack (GCC spills them beside the 30 vector registers): L1 loads,
+// beside the step's 16.
 template <int MROWS, int NV, bool KMAJOR, bool PREFETCH>
 CG_AVX512 void kernel(std::int64_t kc, const float* __restrict a, const float* __restrict b,
                       float* c, std::int64_t ldc, int n, float alpha, float beta, bool first,
                       sgemm_detail::PrefetchRows* pf) {
-  sgemm_detail::PrefetchRows lines;  // a local copy: the k loop keeps it in registers
+  sgemm_detail::PrefetchRows lines;  // a local copy: no aliasing with a, b or c
   std::int64_t prefetches = 0;
   if constexpr (PREFETCH) {
     lines = *pf;

@@ -16,9 +16,10 @@
 /// B sliver is dst[k*kNR + j], zero-padded past n. `first` is true for the first depth
 /// block: the kernel then applies beta (beta == 0: C is not read); later depth blocks
 /// accumulate into C. `pf` (never null) holds lines the driver wants fetched for what comes
-/// next: the kernel issues pf->share() of them, one per depth step where it can (a burst of
-/// them in one go stalls the loads behind it), or calls pf->some() when it is done. The k order of every sum is fixed by K (and the machine's cache
-/// sizes) alone, so results do not depend on the thread count.
+/// next: each call issues exactly pf->share() of them, by one() per depth step where it can
+/// (a burst of them stalls the loads behind it) and the state written back to *pf, or by
+/// one pf->some(). The k order of every sum is fixed by K (and the machine's cache sizes)
+/// alone, so results do not depend on the thread count.
 ///
 /// Blocking comes from the cache sizes read at run time: the depth block KC (at most kKC)
 /// keeps an A sliver in 3/4 of L1, the column tile NC keeps a KC x NC block of B in 3/4 of
@@ -148,9 +149,10 @@ class PrefetchRows {
     per_call_ = (total_ + calls - 1) / std::max<std::int64_t>(calls, 1);
   }
   bool active() const { return done_ < total_; }
-  /// Lines one call's share: what some() issues.
+  /// One call's share of the lines: what some() issues.
   std::int64_t share() const { return std::min(per_call_, total_ - done_); }
-  /// The next line (call it at most share() times per call).
+  /// The next line. A caller that spreads them issues exactly share() per call (fewer
+  /// would push lines onto later calls, later than the driver wants them).
   void one() {
     __builtin_prefetch(row_ + std::min(col_, len_ - 1), 0, 2);
     ++done_;
@@ -344,7 +346,7 @@ void run_sgemm(const GemmArgs& g, ThreadPool* pool) {
   // Grad weights: op(A) stored with the depth along rows (A plain), op(B) too unless a
   // source makes it (B transposed; cpu.corrmm's im2col source: then A's rows alone).
   const bool prefetch_rows = long_k_transposed_b;
-  const bool prefetch_b_rows = g.bsrc == nullptr;
+  const bool prefetch_b_rows = g.bsrc == nullptr && !shared_b;  // shared_b: packed up front
   const bool prefetch_plain_b = !g.tb && g.bsrc == nullptr && !shared_b;
   run(kparts * tiles, [&](std::int64_t begin, std::int64_t end) {
     float* abuf = scratch(0, Isa::kABuf * apanel);
@@ -408,8 +410,8 @@ void run_sgemm(const GemmArgs& g, ThreadPool* pool) {
         }
         for (std::int64_t sb = s0; sb < s1; sb += apanel) {
           const std::int64_t se = std::min(s1, sb + apanel);
-          // Plain A whose next step is not being prefetched (narrow or tall tiles: 7x7 layers,
-          // grad weights of many filters): the next sliver's rows, during this one's calls.
+          // Plain A whose next step's rows are not being prefetched (narrow or tall tiles: 7x7
+          // layers, grad weights of many filters): the next sliver's rows, during this one's calls.
           if (!g.ta && !next_covers_a && !next_a.active() && sb + 1 < s1)
             next_a = PrefetchRows(ga.A + (sb + 1) * MR * g.lda + p0, g.lda, std::min<std::int64_t>(MR, M - (sb + 1) * MR),
                                 nullptr, 0, 0, kc, j1 - j0);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backends/cpu/sgemm.hpp"
+#include "backends/cpu/sgemm_driver.hpp"  // PrefetchRows
 #include "convgraph/core/error.hpp"
 #include "convgraph/core/thread_pool.hpp"
 #include "support/child_process.hpp"  // sanitized_build
@@ -325,4 +326,28 @@ TEST_CASE("sgemm: bad arguments throw ValueError naming the argument", "[sgemm]"
   CHECK_THROWS_WITH(sgemm(false, false, 4, 4, 5, 1.0f, a.data(), 5, b.data(), 4, 0.0f, c.data(), 3, nullptr),
                     Catch::Contains("ldc=3"));
   CHECK_THROWS_AS(sgemm(false, false, 4, 4, 5, 1.0f, nullptr, 5, b.data(), 4, 0.0f, c.data(), 4, nullptr), ValueError);
+}
+
+TEST_CASE("sgemm: PrefetchRows hands out each line once, one share per call, spread or in one go", "[sgemm]") {
+  using convgraph::cpu::sgemm_detail::PrefetchRows;
+  // 3 rows of A and 2 of B, 40 floats each: 4 lines a row (3 full or partial + 1 for a row
+  // that does not start a line), 20 in all, over 6 calls: shares of 4, the last call none.
+  std::vector<float> a(3 * 64), b(2 * 64);
+  PrefetchRows lines(a.data(), 64, 3, b.data(), 64, 2, 40, 6);
+  std::int64_t issued = 0;
+  for (int call = 0; call < 6; ++call) {
+    const std::int64_t share = lines.share();
+    CHECK(share == std::min<std::int64_t>(4, 20 - issued));
+    CHECK(lines.active() == (issued < 20));
+    if (call % 2 == 0) {
+      for (std::int64_t k = 0; k < share; ++k) lines.one();  // as a kernel spreads them
+    } else {
+      lines.some();
+    }
+    issued += share;
+  }
+  CHECK(issued == 20);
+  CHECK_FALSE(lines.active());
+  CHECK(lines.share() == 0);
+  CHECK_FALSE(PrefetchRows().active());  // the default: nothing to fetch
 }

@@ -34,9 +34,10 @@ struct Storage {
 };
 
 /// Allocates `bytes` of 64-byte aligned host memory (from 4 MiB up: 2 MiB aligned and
-/// advised to use transparent huge pages, which the kernels' strided reads want). Throws MemoryError naming the bytes
-/// when the request cannot succeed: the allocator fails, or it exceeds this machine's
-/// RAM + swap (refused up front, so an overcommitting kernel cannot OOM-kill us later).
+/// advised onto transparent huge pages, which the kernels' strided reads want). Throws
+/// MemoryError naming the bytes when the request cannot succeed: the allocator fails, or it
+/// exceeds this machine's RAM + swap (refused up front, so an overcommitting kernel cannot
+/// OOM-kill us later).
 std::shared_ptr<Storage> allocate_host(std::size_t bytes);
 
 /// Element count of a concrete shape; ShapeError for a negative dimension or a shape whose
