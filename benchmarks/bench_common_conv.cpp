@@ -7,10 +7,10 @@
 #include <random>
 
 #include "benchmarks/bench_common.hpp"
-#include "convgraph/core/tensor.hpp"
 #include "backends/device_buffers.hpp"
 #include "convgraph/backends/cpu/reference.hpp"
 #include "convgraph/core/error.hpp"
+#include "convgraph/core/tensor.hpp"
 #include "convgraph/ops/abstract_conv.hpp"
 #include "convgraph/optimizer/conv_impl_op.hpp"
 #include "convgraph/optimizer/conv_lowering.hpp"

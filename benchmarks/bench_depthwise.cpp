@@ -15,23 +15,19 @@
 #include "benchmarks/bench_cli.hpp"
 #include "convgraph/backends/conv_algorithm.hpp"
 #include "convgraph/backends/cpu/algorithms.hpp"
-#include "convgraph/core/tensor.hpp"
+#include "benchmarks/host_floats.hpp"
 #include "convgraph/core/thread_pool.hpp"
 
 using namespace convgraph;
 
 namespace {
 
-// Operands from the library's host allocator, as a Function's tensors get them.
-struct Buffer {
-  std::shared_ptr<Storage> storage;
-  float* get() const { return static_cast<float*>(storage->data); }
-};
+using bench::HostFloats;
 
-Buffer make_buffer(std::size_t n, std::mt19937& rng) {
-  Buffer b{allocate_host(std::max<std::size_t>(n, 1) * sizeof(float))};
+HostFloats make_buffer(std::size_t n, std::mt19937& rng) {
+  HostFloats b(n);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  for (std::size_t i = 0; i < n; ++i) b.get()[i] = u(rng);
+  for (float& v : b) v = u(rng);
   return b;
 }
 
@@ -62,12 +58,12 @@ int main(int argc, char** argv) {
   for (ConvDirection dir : {ConvDirection::forward, ConvDirection::grad_inputs, ConvDirection::grad_weights}) {
     const ConvProblem p = ConvProblem::make(dir, params, x_shape, w_shape, DType::float32, "bench");
     std::mt19937 rng(42);
-    Buffer x = make_buffer(static_cast<std::size_t>(p.x_numel()), rng);
-    Buffer w = make_buffer(static_cast<std::size_t>(p.w_numel()), rng);
-    Buffer y = make_buffer(static_cast<std::size_t>(p.y_numel()), rng);
-    const ConvTensors t{x.get(), w.get(), y.get(), {}};
+    HostFloats x = make_buffer(static_cast<std::size_t>(p.x_numel()), rng);
+    HostFloats w = make_buffer(static_cast<std::size_t>(p.w_numel()), rng);
+    HostFloats y = make_buffer(static_cast<std::size_t>(p.y_numel()), rng);
+    const ConvTensors t{x.data(), w.data(), y.data(), {}};
     std::vector<const ConvAlgorithm*> algos;
-    std::vector<Buffer> workspaces;
+    std::vector<HostFloats> workspaces;
     std::vector<ConvContext> ctxs;
     for (const char* n : names) {
       const ConvAlgorithm* a = AlgorithmRegistry::builtin().find(n);
@@ -78,15 +74,15 @@ int main(int argc, char** argv) {
       algos.push_back(a);
       const std::size_t ws = a->workspace_bytes(p);
       workspaces.push_back(make_buffer(ws / sizeof(float) + 1, rng));
-      ctxs.push_back(ConvContext{&pool, workspaces.back().get(), ws, nullptr});
+      ctxs.push_back(ConvContext{&pool, workspaces.back().data(), ws, nullptr});
     }
     // The memory floor: a threaded copy of x into y (same bytes as forward reads and writes).
-    Buffer y2 = make_buffer(static_cast<std::size_t>(p.y_numel()), rng);
+    HostFloats y2 = make_buffer(static_cast<std::size_t>(p.y_numel()), rng);
     const std::int64_t chunk = 4096, nchunks = (p.x_numel() + chunk - 1) / chunk;
     auto copy = [&] {
       pool.parallel_for(nchunks, [&](std::int64_t b, std::int64_t e) {
         const std::int64_t lo = b * chunk, hi = std::min(e * chunk, p.x_numel());
-        std::copy(x.get() + lo, x.get() + hi, y2.get() + lo);
+        std::copy(x.data() + lo, x.data() + hi, y2.data() + lo);
       });
     };
     std::vector<std::vector<double>> ms(algos.size() + 1);

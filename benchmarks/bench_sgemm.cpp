@@ -36,7 +36,7 @@
 
 #include "backends/cpu/sgemm.hpp"
 #include "benchmarks/bench_cli.hpp"
-#include "convgraph/core/tensor.hpp"
+#include "benchmarks/host_floats.hpp"
 #include "convgraph/core/thread_pool.hpp"
 
 #if CONVGRAPH_HAVE_OPENMP
@@ -60,17 +60,7 @@ using convgraph::cpu_isa_name;
 using convgraph::cpu_isa_supported;
 using convgraph::detected_cpu_isa;
 using convgraph::parse_cpu_isa;
-
-/// n floats from the library's host allocator (what a Function's tensors get: huge pages
-/// for large buffers where the kernel allows); every implementation reads the same ones.
-struct HostFloats {
-  std::shared_ptr<convgraph::Storage> storage;
-  std::size_t n;
-  explicit HostFloats(std::size_t count) : storage(convgraph::allocate_host(count * sizeof(float))), n(count) {}
-  float* data() const { return static_cast<float*>(storage->data); }
-  float* begin() const { return data(); }
-  float* end() const { return data() + n; }
-};
+using convgraph::bench::HostFloats;
 
 struct Shape {
   const char* name;

@@ -275,12 +275,13 @@ struct Avx2Traits {
   }
   static void kernel(const GemmArgs& g, std::int64_t kc, const float* a, const float* b, float* c,
                      int m, int n, bool first, sgemm_detail::PrefetchRows* pf) {
-    if (pf->active()) return kernel_prefetching<true>(g, kc, a, b, c, m, n, first, pf);
-    kernel_prefetching<false>(g, kc, a, b, c, m, n, first, pf);
+    if (pf->active()) return kernel_for<true>(g, kc, a, b, c, m, n, first, pf);
+    kernel_for<false>(g, kc, a, b, c, m, n, first, pf);
   }
+  // PREFETCH: pf has lines for this call to spread over its depth steps.
   template <bool PREFETCH>
-  static void kernel_prefetching(const GemmArgs& g, std::int64_t kc, const float* a, const float* b, float* c,
-                          int m, int n, bool first, sgemm_detail::PrefetchRows* pf) {
+  static void kernel_for(const GemmArgs& g, std::int64_t kc, const float* a, const float* b, float* c,
+                         int m, int n, bool first, sgemm_detail::PrefetchRows* pf) {
     if (g.ta) {
       if (n > 8) return kernel_6x16<true, 2, PREFETCH>(kc, a, b, c, g.ldc, m, n, g.alpha, g.beta, first, pf);
       return kernel_6x16<true, 1, PREFETCH>(kc, a, b, c, g.ldc, m, n, g.alpha, g.beta, first, pf);

@@ -701,8 +701,7 @@ struct GwPlan {
       return std::clamp<i64>(std::max(bytes / lane_bytes, kGwMinTiles) / j.tw, 1, j.rows);
     };
     R = chunk_rows(gw_chunk_bytes());
-    fused = R == j.rows;
-    if (!fused && j.slots > 1 && j.slots <= kMaxSlices) {
+    if (R < j.rows && j.slots > 1 && j.slots <= kMaxSlices) {  // several chunks
       // A slice's chunk fills its own thread's L2, and the chunks divide evenly among the slices.
       slices = j.slots;
       const i64 per_slice = chunk_rows(gw_chunk_bytes() / 2);
