@@ -173,29 +173,45 @@ std::int64_t cache_or(int name, std::int64_t fallback) {
   return v > 0 ? static_cast<std::int64_t>(v) : fallback;
 }
 
-/// How many logical CPUs share CPU 0's L2: sysfs's shared_cpu_list of its level-2 data or
-/// unified cache ("0", "0-1", "0,64"), or `fallback` when there is none to read.
-int l2_sharing_cpus(int fallback) {
+/// CPU 0's level-`level` data or unified cache in sysfs: its size in bytes and how many
+/// logical CPUs share it (shared_cpu_list: "0", "0-1", "0,64"); 0 for what is not there to
+/// read. (sysconf's L3 is glibc's reading of CPUID, which on AMD VMs can be a whole
+/// socket's: 320 MiB where sysfs says each L3 is 32 MiB.)
+struct SysfsCache {
+  std::int64_t bytes = 0;
+  int sharing = 0;
+};
+SysfsCache sysfs_cache(int level) {
   for (int index = 0; index < 8; ++index) {
     const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
-    std::ifstream level_file(dir + "level"), type_file(dir + "type"), list_file(dir + "shared_cpu_list");
-    int level = 0;
-    std::string type, list;
-    if (!(level_file >> level) || !(type_file >> type)) return fallback;
-    if (level != 2 || type == "Instruction") continue;
-    if (!(list_file >> list)) return fallback;
-    // Comma-separated CPUs and ranges a-b (strtol: garbage reads as 0, never throws).
-    long cpus = 0;
-    std::istringstream ranges(list);
-    for (std::string range; std::getline(ranges, range, ',');) {
-      const auto dash = range.find('-');
-      cpus += dash == std::string::npos
-                  ? 1
-                  : std::strtol(range.c_str() + dash + 1, nullptr, 10) - std::strtol(range.c_str(), nullptr, 10) + 1;
+    std::ifstream level_file(dir + "level"), type_file(dir + "type"), size_file(dir + "size"),
+        list_file(dir + "shared_cpu_list");
+    int found = 0;
+    std::string type, size, list;
+    if (!(level_file >> found) || !(type_file >> type)) return {};
+    if (found != level || type == "Instruction") continue;
+    SysfsCache cache;
+    if (size_file >> size) {  // "1024K", "32768K", "2M"
+      char* unit = nullptr;
+      const long n = std::strtol(size.c_str(), &unit, 10);
+      const long scale = *unit == 'K' ? 1L << 10 : *unit == 'M' ? 1L << 20 : *unit == '\0' ? 1 : 0;
+      if (n > 0) cache.bytes = static_cast<std::int64_t>(n) * scale;
     }
-    return cpus > 0 && cpus < 1024 ? static_cast<int>(cpus) : fallback;
+    if (list_file >> list) {
+      // Comma-separated CPUs and ranges a-b (strtol: garbage reads as 0, never throws).
+      long cpus = 0;
+      std::istringstream ranges(list);
+      for (std::string range; std::getline(ranges, range, ',');) {
+        const auto dash = range.find('-');
+        cpus += dash == std::string::npos
+                    ? 1
+                    : std::strtol(range.c_str() + dash + 1, nullptr, 10) - std::strtol(range.c_str(), nullptr, 10) + 1;
+      }
+      if (cpus > 0 && cpus < 1024) cache.sharing = static_cast<int>(cpus);
+    }
+    return cache;
   }
-  return fallback;
+  return {};
 }
 
 }  // namespace
@@ -203,10 +219,15 @@ int l2_sharing_cpus(int fallback) {
 CacheSizes cpu_cache_sizes() {
   // Clamped to what current x86 cores have: a strange report (a VM passing nonsense
   // through) must not make absurd blocks.
-  static const CacheSizes sizes{
-      std::clamp<std::int64_t>(cache_or(_SC_LEVEL1_DCACHE_SIZE, 32 << 10), 16 << 10, 128 << 10),
-      std::clamp<std::int64_t>(cache_or(_SC_LEVEL2_CACHE_SIZE, 1 << 20), 256 << 10, 4 << 20),
-      std::clamp(l2_sharing_cpus(2), 1, 8)};
+  static const CacheSizes sizes = [] {
+    const SysfsCache l2 = sysfs_cache(2), l3 = sysfs_cache(3);
+    return CacheSizes{
+        std::clamp<std::int64_t>(cache_or(_SC_LEVEL1_DCACHE_SIZE, 32 << 10), 16 << 10, 128 << 10),
+        std::clamp<std::int64_t>(cache_or(_SC_LEVEL2_CACHE_SIZE, 1 << 20), 256 << 10, 4 << 20),
+        std::clamp(l2.sharing > 0 ? l2.sharing : 2, 1, 8),
+        std::clamp<std::int64_t>(l3.bytes > 0 ? l3.bytes : cache_or(_SC_LEVEL3_CACHE_SIZE, 32 << 20), 1 << 20,
+                                 512 << 20)};
+  }();
   return sizes;
 }
 

@@ -67,10 +67,12 @@ void sgemm_ex(bool transA, bool transB, std::int64_t M, std::int64_t N, std::int
 /// The data cache sizes the blocking is derived from, read once at run time (sysconf, which
 /// glibc answers from CPUID leaf 4 on Intel and 0x8000001D on AMD); 32 KiB / 1 MiB when the
 /// system does not say. l2_shared: logical CPUs that share one L2 (SMT siblings; Linux's
-/// sysfs), 2 when the system does not say.
+/// sysfs), 2 when the system does not say. l3: the size of CPU 0's L3 from sysfs (sysconf's
+/// when sysfs has none, 32 MiB when neither says).
 struct CacheSizes {
   std::int64_t l1d, l2;
   int l2_shared = 2;
+  std::int64_t l3 = 32 << 20;  ///< the L3 CPU 0 is on (one of a socket's several on AMD)
 };
 CacheSizes cpu_cache_sizes();
 

@@ -33,7 +33,7 @@ CG_AVX2 inline __m256i lane_mask(int n) {
 template <bool KMAJOR, int NV, bool PREFETCH>
 CG_AVX2 void kernel_6x16(std::int64_t kc, const float* __restrict a, const float* __restrict b,
                          float* c, std::int64_t ldc, int m, int n, float alpha, float beta,
-                         bool first, sgemm_detail::PrefetchRows* pf) {
+                         bool first, bool stream, sgemm_detail::PrefetchRows* pf) {
   sgemm_detail::PrefetchRows lines;  // a local copy: no aliasing with a, b or c
   std::int64_t prefetches = 0;
   if constexpr (PREFETCH) {
@@ -48,9 +48,12 @@ CG_AVX2 void kernel_6x16(std::int64_t kc, const float* __restrict a, const float
     c0[i] = _mm256_setzero_ps();
     c1[i] = _mm256_setzero_ps();
   }
+  // Fetch the C tile while the k loop runs, unless it is streamed out (whole lines, not
+  // read: see run_sgemm).
+  stream = stream && first && beta == 0.0f && n == kNR;
 #pragma GCC unroll 6
   for (int i = 0; i < kMR; ++i)
-    if (i < m) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+    if (i < m && !stream) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
   if constexpr (NV == 1) {
     // Six accumulators cannot hide the FMA latency: even and odd depth steps go to
     // separate ones (c0, c1), added at the end.
@@ -114,8 +117,13 @@ CG_AVX2 void kernel_6x16(std::int64_t kc, const float* __restrict a, const float
           r1 = first ? _mm256_fmadd_ps(vb, _mm256_loadu_ps(cr + 8), r1)
                      : _mm256_add_ps(_mm256_loadu_ps(cr + 8), r1);
         }
-        _mm256_storeu_ps(cr, r0);
-        _mm256_storeu_ps(cr + 8, r1);
+        if (stream) {
+          _mm256_stream_ps(cr, r0);
+          _mm256_stream_ps(cr + 8, r1);
+        } else {
+          _mm256_storeu_ps(cr, r0);
+          _mm256_storeu_ps(cr + 8, r1);
+        }
       } else {
         if (read_c) {
           const __m256 o0 = _mm256_maskload_ps(cr, k0);
@@ -283,11 +291,11 @@ struct Avx2Traits {
   static void kernel_for(const GemmArgs& g, std::int64_t kc, const float* a, const float* b, float* c,
                          int m, int n, bool first, sgemm_detail::PrefetchRows* pf) {
     if (g.ta) {
-      if (n > 8) return kernel_6x16<true, 2, PREFETCH>(kc, a, b, c, g.ldc, m, n, g.alpha, g.beta, first, pf);
-      return kernel_6x16<true, 1, PREFETCH>(kc, a, b, c, g.ldc, m, n, g.alpha, g.beta, first, pf);
+      if (n > 8) return kernel_6x16<true, 2, PREFETCH>(kc, a, b, c, g.ldc, m, n, g.alpha, g.beta, first, g.stream_c, pf);
+      return kernel_6x16<true, 1, PREFETCH>(kc, a, b, c, g.ldc, m, n, g.alpha, g.beta, first, g.stream_c, pf);
     }
-    if (n > 8) return kernel_6x16<false, 2, PREFETCH>(kc, a, b, c, g.ldc, m, n, g.alpha, g.beta, first, pf);
-    kernel_6x16<false, 1, PREFETCH>(kc, a, b, c, g.ldc, m, n, g.alpha, g.beta, first, pf);
+    if (n > 8) return kernel_6x16<false, 2, PREFETCH>(kc, a, b, c, g.ldc, m, n, g.alpha, g.beta, first, g.stream_c, pf);
+    kernel_6x16<false, 1, PREFETCH>(kc, a, b, c, g.ldc, m, n, g.alpha, g.beta, first, g.stream_c, pf);
   }
 };
 

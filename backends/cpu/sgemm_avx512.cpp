@@ -47,7 +47,7 @@ CG_AVX512 inline __mmask16 low_mask(int n) {
 template <int MROWS, int NV, bool KMAJOR, bool PREFETCH>
 CG_AVX512 void kernel(std::int64_t kc, const float* __restrict a, const float* __restrict b,
                       float* c, std::int64_t ldc, int n, float alpha, float beta, bool first,
-                      sgemm_detail::PrefetchRows* pf) {
+                      bool stream, sgemm_detail::PrefetchRows* pf) {
   sgemm_detail::PrefetchRows lines;  // a local copy: no aliasing with a, b or c
   std::int64_t prefetches = 0;
   if constexpr (PREFETCH) {
@@ -61,12 +61,14 @@ CG_AVX512 void kernel(std::int64_t kc, const float* __restrict a, const float* _
   for (int i = 0; i < MROWS; ++i)
 #pragma GCC unroll 2
     for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
-  // Fetch the C tile while the k loop runs.
+  // Fetch the C tile while the k loop runs, unless it is streamed out (whole lines, not
+  // read: see run_sgemm).
+  stream = stream && first && beta == 0.0f && n == 16 * NV;
 #pragma GCC unroll 14
   for (int i = 0; i < MROWS; ++i)
 #pragma GCC unroll 2
     for (int v = 0; v < NV; ++v)
-      _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16 * v), _MM_HINT_T0);
+      if (!stream) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16 * v), _MM_HINT_T0);
 #pragma GCC unroll 2
   for (std::int64_t k = 0; k < kc; ++k) {
     __m512 bv[NV];
@@ -104,13 +106,16 @@ CG_AVX512 void kernel(std::int64_t kc, const float* __restrict a, const float* _
         const __m512 old = _mm512_maskz_loadu_ps(mask[v], cp);
         r = first ? _mm512_fmadd_ps(vb, old, r) : _mm512_add_ps(old, r);
       }
-      _mm512_mask_storeu_ps(cp, mask[v], r);
+      if (stream)
+        _mm512_stream_ps(cp, r);
+      else
+        _mm512_mask_storeu_ps(cp, mask[v], r);
     }
   }
 }
 
 using KernelFn = void (*)(std::int64_t, const float*, const float*, float*, std::int64_t, int,
-                          float, float, bool, sgemm_detail::PrefetchRows*);
+                          float, float, bool, bool, sgemm_detail::PrefetchRows*);
 
 // kKernels[prefetch][kmajor][nv - 1][mrows - 1]
 template <bool PREFETCH, bool KMAJOR, int NV, std::size_t... I>
@@ -404,10 +409,10 @@ struct Avx512Traits {
       thin_kernel(g.ta, kc, a, b, c, g.ldc, m, n, g.alpha, g.beta, first);
       pf->some();
     } else if (n > 16 && n <= 16 + kThin) {  // one column vector plus a thin tail
-      kKernels[prefetch][g.ta][0][m - 1](kc, a, b, c, g.ldc, 16, g.alpha, g.beta, first, pf);
+      kKernels[prefetch][g.ta][0][m - 1](kc, a, b, c, g.ldc, 16, g.alpha, g.beta, first, g.stream_c, pf);
       thin_kernel(g.ta, kc, a, b + 16, c + 16, g.ldc, m, n - 16, g.alpha, g.beta, first);
     } else {
-      kKernels[prefetch][g.ta][n > 16][m - 1](kc, a, b, c, g.ldc, n, g.alpha, g.beta, first, pf);
+      kKernels[prefetch][g.ta][n > 16][m - 1](kc, a, b, c, g.ldc, n, g.alpha, g.beta, first, g.stream_c, pf);
     }
   }
 };

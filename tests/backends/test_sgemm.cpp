@@ -15,6 +15,7 @@
 #include "backends/cpu/sgemm.hpp"
 #include "backends/cpu/sgemm_driver.hpp"  // PrefetchRows
 #include "convgraph/core/error.hpp"
+#include "convgraph/core/tensor.hpp"  // allocate_host
 #include "convgraph/core/thread_pool.hpp"
 #include "support/child_process.hpp"  // sanitized_build
 
@@ -326,6 +327,46 @@ TEST_CASE("sgemm: bad arguments throw ValueError naming the argument", "[sgemm]"
   CHECK_THROWS_WITH(sgemm(false, false, 4, 4, 5, 1.0f, a.data(), 5, b.data(), 4, 0.0f, c.data(), 3, nullptr),
                     Catch::Contains("ldc=3"));
   CHECK_THROWS_AS(sgemm(false, false, 4, 4, 5, 1.0f, nullptr, 5, b.data(), 4, 0.0f, c.data(), 4, nullptr), ValueError);
+}
+
+TEST_CASE("sgemm: a C larger than the L3, written in one pass: streamed out, every element right", "[sgemm]") {
+  // One depth block, beta == 0, C 64-byte aligned with rows whole lines apart and at least
+  // the L3's size: the kernels store full tiles non-temporally (a column tail and a short
+  // last sliver with plain stores), and the driver fences them before C is read.
+  const i64 M = 40, K = 7;
+  // N ends in a 19-column tail; ldc = N + 13 is a whole number of 64-byte lines.
+  const i64 N = convgraph::cpu::cpu_cache_sizes().l3 / (4 * M) / 16 * 16 + 32 + 19;
+  const i64 ldc = N + 13;
+  INFO("M=" << M << " N=" << N << " K=" << K << " ldc=" << ldc);
+  std::mt19937 rng(11);
+  const std::vector<float> A = random_matrix(M, K, 0, rng), B = random_matrix(K, N, 0, rng);
+  const auto storage = convgraph::allocate_host(static_cast<std::size_t>(M * ldc) * sizeof(float));
+  float* C = static_cast<float*>(storage->data);
+  REQUIRE(reinterpret_cast<std::uintptr_t>(C) % 64 == 0);
+  ThreadPool pool(2);
+  for (CpuIsa isa : runnable_isas())
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+      INFO(convgraph::cpu_isa_name(isa) << (p ? " pooled" : ""));
+      std::fill(C, C + M * ldc, kNaN);  // beta == 0: never read
+      convgraph::cpu::sgemm_with_isa(isa, false, false, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, C, ldc, p);
+      i64 bad = 0;
+      for (i64 i = 0; i < M; ++i)
+        for (i64 j = 0; j < ldc; ++j) {
+          const float got = C[i * ldc + j];
+          if (j >= N) {  // padding: never written
+            bad += !std::isnan(got);
+            continue;
+          }
+          double want = 0.0, mag = 0.0;
+          for (i64 k = 0; k < K; ++k) {
+            const double ab = double{A[static_cast<std::size_t>(i * K + k)]} * B[static_cast<std::size_t>(k * N + j)];
+            want += ab;
+            mag += std::abs(ab);
+          }
+          bad += !(std::abs(got - want) <= 4.0 * (K + 2) * std::ldexp(mag, -24) + 1e-30);
+        }
+      CHECK(bad == 0);
+    }
 }
 
 TEST_CASE("sgemm: PrefetchRows hands out each line once, one share per call, spread or in one go", "[sgemm]") {
