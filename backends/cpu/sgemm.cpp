@@ -39,10 +39,6 @@ struct ScalarTraits {
                      float* dst) {
     sgemm_detail::pack_b_generic<kNR>(g, p0, kc, j0, n, dst);
   }
-  static void pack_a_panel(const GemmArgs& g, std::int64_t i0, std::int64_t m, std::int64_t p0,
-                           std::int64_t kc, float* dst) {
-    sgemm_detail::pack_a_panel_by_sliver<ScalarTraits>(g, i0, m, p0, kc, dst);
-  }
   static void pack_b_panel(const GemmArgs& g, std::int64_t p0, std::int64_t kc, std::int64_t j0,
                            std::int64_t n, float* dst) {
     sgemm_detail::pack_b_panel_by_sliver<ScalarTraits>(g, p0, kc, j0, n, dst);

@@ -272,10 +272,6 @@ struct Avx2Traits {
                      float* dst) {
     pack_b_avx2(g, p0, kc, j0, n, dst);
   }
-  static void pack_a_panel(const GemmArgs& g, std::int64_t i0, std::int64_t m, std::int64_t p0,
-                           std::int64_t kc, float* dst) {
-    sgemm_detail::pack_a_panel_by_sliver<Avx2Traits>(g, i0, m, p0, kc, dst);
-  }
   static void pack_b_panel(const GemmArgs& g, std::int64_t p0, std::int64_t kc, std::int64_t j0,
                            std::int64_t n, float* dst) {
     if (!g.tb) return pack_b_rows_avx2(g, p0, kc, j0, n, dst);

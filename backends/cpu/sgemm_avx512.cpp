@@ -44,18 +44,39 @@ CG_AVX512 inline __mmask16 low_mask(int n) {
 // whose misses held up the kernel's loads). Those steps read a few of the line cursor's
 // counters from the stack (GCC spills them beside the 30 vector registers): L1 loads,
 // beside the step's 16.
-template <int MROWS, int NV, bool KMAJOR, bool PREFETCH>
+// PACK_A: `a` is op(A)'s sliver where it is stored (its rows, or with KMAJOR its depth
+// rows, `lda` apart), and the kernel packs it into pack_to for the tile's other calls as
+// it goes, the copy among the FMAs instead of before them (Zen 4, 1 thread, 4608x49x512
+// with A transposed: packing took 13% of the time, 84 -> 103 GFLOP/s). KMAJOR: each step
+// broadcasts from the stored depth row and copies it; row-major: the broadcasts read the
+// packed sliver, each 16 steps copying the next 16 depths of the rows while they run.
+template <int MROWS, int NV, bool KMAJOR, bool PREFETCH, bool PACK_A = false>
 CG_AVX512 void kernel(std::int64_t kc, const float* __restrict a, const float* __restrict b,
                       float* c, std::int64_t ldc, int n, float alpha, float beta, bool first,
-                      bool stream, sgemm_detail::PrefetchRows* pf) {
+                      bool stream, sgemm_detail::PrefetchRows* pf, std::int64_t lda = 0,
+                      float* __restrict pack_to = nullptr) {
   sgemm_detail::PrefetchRows lines;  // a local copy: no aliasing with a, b or c
   std::int64_t prefetches = 0;
   if constexpr (PREFETCH) {
     lines = *pf;
     prefetches = lines.share();
   }
-  constexpr std::int64_t kStep = KMAJOR ? kMR : 1;
   constexpr std::int64_t kRow = KMAJOR ? 1 : kKC;
+  constexpr __mmask16 kRows = static_cast<__mmask16>((1u << MROWS) - 1u);
+  // Row-major packing: depths k0..k0+16 of the sliver's rows (a: the stored rows).
+  auto copy_depths = [](const float* __restrict src, std::int64_t ld, float* __restrict dst, std::int64_t k0,
+                        std::int64_t kc) CG_AVX512 {
+    const __mmask16 km = low_mask(static_cast<int>(std::min<std::int64_t>(16, kc - k0)));
+#pragma GCC unroll 14
+    for (int i = 0; i < MROWS; ++i)
+      _mm512_mask_storeu_ps(dst + i * kKC + k0, km, _mm512_maskz_loadu_ps(km, src + i * ld + k0));
+  };
+  const float* stored = a;  // row-major PACK_A: the rows copied from
+  if constexpr (PACK_A && !KMAJOR) {
+    copy_depths(stored, lda, pack_to, 0, kc);
+    a = pack_to;
+  }
+  const std::int64_t a_step = PACK_A && KMAJOR ? lda : KMAJOR ? kMR : 1;
   __m512 acc[MROWS][NV];
 #pragma GCC unroll 14
   for (int i = 0; i < MROWS; ++i)
@@ -71,6 +92,8 @@ CG_AVX512 void kernel(std::int64_t kc, const float* __restrict a, const float* _
       if (!stream) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16 * v), _MM_HINT_T0);
 #pragma GCC unroll 2
   for (std::int64_t k = 0; k < kc; ++k) {
+    if constexpr (PACK_A && !KMAJOR)
+      if ((k & 15) == 0 && k + 16 < kc) copy_depths(stored, lda, pack_to, k + 16, kc);
     __m512 bv[NV];
 #pragma GCC unroll 2
     for (int v = 0; v < NV; ++v) bv[v] = _mm512_load_ps(b + 16 * v);
@@ -80,9 +103,10 @@ CG_AVX512 void kernel(std::int64_t kc, const float* __restrict a, const float* _
 #pragma GCC unroll 2
       for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(ai, bv[v], acc[i][v]);
     }
+    if constexpr (PACK_A && KMAJOR) _mm512_mask_storeu_ps(pack_to + k * kMR, kRows, _mm512_maskz_loadu_ps(kRows, a));
     if constexpr (PREFETCH)
       if (k < prefetches) lines.one();
-    a += kStep;
+    a += a_step;
     b += kNR;
   }
   if constexpr (PREFETCH) {
@@ -115,7 +139,7 @@ CG_AVX512 void kernel(std::int64_t kc, const float* __restrict a, const float* _
 }
 
 using KernelFn = void (*)(std::int64_t, const float*, const float*, float*, std::int64_t, int,
-                          float, float, bool, bool, sgemm_detail::PrefetchRows*);
+                          float, float, bool, bool, sgemm_detail::PrefetchRows*, std::int64_t, float*);
 
 // kKernels[prefetch][kmajor][nv - 1][mrows - 1]
 template <bool PREFETCH, bool KMAJOR, int NV, std::size_t... I>
@@ -133,6 +157,19 @@ constexpr std::array<std::array<std::array<KernelFn, kMR>, 2>, 2> kernel_table()
 }
 constexpr std::array<std::array<std::array<std::array<KernelFn, kMR>, 2>, 2>, 2> kKernels = {
     kernel_table<false>(), kernel_table<true>()};
+
+// kPackingKernels[prefetch][kmajor][mrows - 1]: two column vectors, packing A as they go.
+template <bool PREFETCH, bool KMAJOR, std::size_t... I>
+constexpr std::array<KernelFn, kMR> packing_row(std::index_sequence<I...>) {
+  return {&kernel<static_cast<int>(I) + 1, 2, KMAJOR, PREFETCH, true>...};
+}
+template <bool PREFETCH>
+constexpr std::array<std::array<KernelFn, kMR>, 2> packing_table() {
+  return {packing_row<PREFETCH, false>(std::make_index_sequence<kMR>()),
+          packing_row<PREFETCH, true>(std::make_index_sequence<kMR>())};
+}
+constexpr std::array<std::array<std::array<KernelFn, kMR>, 2>, 2> kPackingKernels = {packing_table<false>(),
+                                                                                    packing_table<true>()};
 
 // Thin column tails. A sliver's last 1..kThin columns (N = 49 = 32 + 16 + 1, N = 196 =
 // 6*32 + 4) would cost a whole 16-lane column vector each in the kernel above; here they
@@ -317,31 +354,6 @@ CG_AVX512 void pack_b_avx512(const GemmArgs& g, std::int64_t p0, std::int64_t kc
   }
 }
 
-// Rows i0..i0+m (several slivers, sliver q at dst + q*14*kKC) of op(A), depth p0..p0+kc.
-// transA reads A row by row, one contiguous run of m floats per depth step: A's rows may
-// be pages apart, and one sliver at a time would touch a new page per 56 bytes.
-CG_AVX512 void pack_a_panel_avx512(const GemmArgs& g, std::int64_t i0, std::int64_t m,
-                                   std::int64_t p0, std::int64_t kc, float* dst) {
-  constexpr std::int64_t kSliver = kMR * kKC;
-  if (!g.ta) {
-    for (std::int64_t q = 0; q * kMR < m; ++q)
-      pack_a_avx512(g, i0 + q * kMR, static_cast<int>(m - q * kMR < kMR ? m - q * kMR : kMR), p0,
-                    kc, dst + q * kSliver);
-    return;
-  }
-  const std::int64_t full = m / kMR;
-  const int rest = static_cast<int>(m - full * kMR);
-  const __mmask16 rmask = low_mask(rest);
-  for (std::int64_t k = 0; k < kc; ++k) {
-    const float* src = g.A + (p0 + k) * g.lda + i0;
-    float* d = dst + k * kMR;
-    for (std::int64_t q = 0; q < full; ++q)
-      _mm512_mask_storeu_ps(d + q * kSliver, 0x3FFF, _mm512_maskz_loadu_ps(0x3FFF, src + q * kMR));
-    if (rest)
-      _mm512_mask_storeu_ps(d + full * kSliver, rmask, _mm512_maskz_loadu_ps(rmask, src + full * kMR));
-  }
-}
-
 // Depth p0..p0+kc, columns j0..j0+n of op(B) -> one 32-column sliver after another
 // (sliver q at dst + q*kc*32). Non-transposed B is copied kGroup slivers at a time, row by
 // row: each row of the group is one 512-byte run, and the stores go to kGroup streams.
@@ -394,10 +406,6 @@ struct Avx512Traits {
                      float* dst) {
     pack_a_avx512(g, i0, m, p0, kc, dst);
   }
-  static void pack_a_panel(const GemmArgs& g, std::int64_t i0, std::int64_t m, std::int64_t p0,
-                           std::int64_t kc, float* dst) {
-    pack_a_panel_avx512(g, i0, m, p0, kc, dst);
-  }
   static void pack_b_panel(const GemmArgs& g, std::int64_t p0, std::int64_t kc, std::int64_t j0,
                            std::int64_t n, float* dst) {
     pack_b_panel_avx512(g, p0, kc, j0, n, dst);
@@ -409,11 +417,22 @@ struct Avx512Traits {
       thin_kernel(g.ta, kc, a, b, c, g.ldc, m, n, g.alpha, g.beta, first);
       pf->some();
     } else if (n > 16 && n <= 16 + kThin) {  // one column vector plus a thin tail
-      kKernels[prefetch][g.ta][0][m - 1](kc, a, b, c, g.ldc, 16, g.alpha, g.beta, first, g.stream_c, pf);
+      kKernels[prefetch][g.ta][0][m - 1](kc, a, b, c, g.ldc, 16, g.alpha, g.beta, first, g.stream_c, pf, 0, nullptr);
       thin_kernel(g.ta, kc, a, b + 16, c + 16, g.ldc, m, n - 16, g.alpha, g.beta, first);
     } else {
-      kKernels[prefetch][g.ta][n > 16][m - 1](kc, a, b, c, g.ldc, n, g.alpha, g.beta, first, g.stream_c, pf);
+      kKernels[prefetch][g.ta][n > 16][m - 1](kc, a, b, c, g.ldc, n, g.alpha, g.beta, first, g.stream_c, pf, 0, nullptr);
     }
+  }
+  /// The kernel with the A sliver read where it is stored (its first element at a_src:
+  /// op(A)(i, k) at a_src[k*lda + i] with A transposed, else a_src[i*lda + k]), leaving the
+  /// packed sliver at a_dst; false (nothing done) where the call is not the main kernel's alone.
+  static bool kernel_packing_a(const GemmArgs& g, std::int64_t kc, const float* a_src, float* a_dst,
+                               const float* b, float* c, int m, int n, bool first,
+                               sgemm_detail::PrefetchRows* pf) {
+    if (n <= 16 + kThin) return false;
+    kPackingKernels[pf->active()][g.ta][m - 1](kc, a_src, b, c, g.ldc, n, g.alpha, g.beta, first, g.stream_c, pf,
+                                               g.lda, a_dst);
+    return true;
   }
 };
 

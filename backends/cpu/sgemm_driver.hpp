@@ -6,11 +6,13 @@
 ///   static constexpr int kMR, kNR;        register block: kMR rows x kNR columns of C
 ///   static constexpr std::int64_t kKC;    deepest depth block (the A sliver's row capacity)
 ///   static constexpr std::int64_t kABuf;  floats of one packed A sliver
-///   static constexpr std::int64_t kAPanel;  A slivers packed together when transA
+///   static constexpr std::int64_t kAPanel;  transA: A slivers per prefetch group
 ///   static void pack_a(g, i0, m, p0, kc, dst);        one sliver: rows i0..i0+m, depth p0..
-///   static void pack_a_panel(g, i0, m, p0, kc, dst);  m rows, sliver q at dst + q*kABuf
 ///   static void pack_b_panel(g, p0, kc, j0, n, dst);  columns j0..j0+n, sliver q at q*kc*kNR
 ///   static void kernel(g, kc, a, b, c, m, n, first, pf);  C(m x n) (+)= A sliver * B sliver
+///   optional: static bool kernel_packing_a(g, kc, a_src, a_dst, b, c, m, n, first, pf);
+///     the kernel reading the A sliver where it is stored and packing it into a_dst as it
+///     goes; false (nothing done) where it cannot
 ///
 /// The A sliver layout is the traits' business (pack_a and kernel agree on it). A packed
 /// B sliver is dst[k*kNR + j], zero-padded past n. `first` is true for the first depth
@@ -31,9 +33,9 @@
 ///   packed once up front if it is a single tile), times depth parts when K is long and
 ///   C small (depth_parts; summed into C at the end); in a task, per depth block,
 ///   the tile's B block is packed (it stays in L2), then each A sliver is packed right
-///   before use into a small buffer (it stays in L1) and the kernel runs over the tile's
-///   B slivers. transA packs kAPanel slivers at once: its rows of A are the depth
-///   steps, read one contiguous run each.
+///   before use into a small buffer (it stays in L1), by the sliver's first kernel call
+///   where the traits can (kernel_packing_a), and the kernel runs over the tile's B
+///   slivers. With transA the next kAPanel slivers' depth rows are prefetched meanwhile.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -122,14 +124,7 @@ void pack_b_generic(const GemmArgs& g, std::int64_t p0, std::int64_t kc, std::in
   }
 }
 
-/// Panels sliver by sliver, for traits without a better way.
-template <class Isa>
-void pack_a_panel_by_sliver(const GemmArgs& g, std::int64_t i0, std::int64_t m, std::int64_t p0,
-                            std::int64_t kc, float* dst) {
-  for (std::int64_t q = 0; q * Isa::kMR < m; ++q)
-    Isa::pack_a(g, i0 + q * Isa::kMR, static_cast<int>(std::min<std::int64_t>(Isa::kMR, m - q * Isa::kMR)),
-                p0, kc, dst + q * Isa::kABuf);
-}
+/// B panels sliver by sliver, for traits without a better way.
 template <class Isa>
 void pack_b_panel_by_sliver(const GemmArgs& g, std::int64_t p0, std::int64_t kc, std::int64_t j0,
                             std::int64_t n, float* dst) {
@@ -357,13 +352,18 @@ void run_sgemm(const GemmArgs& args, ThreadPool* pool) {
 
   // Tasks: a tile of C times a range of depth steps.
   const std::int64_t apanel = g.ta ? Isa::kAPanel : 1;
+  // Where the traits have a kernel that packs A as it computes (kernel_packing_a(g, kc,
+  // a_src, a_dst, b, c, m, n, first, pf); false where it cannot), each sliver's first call
+  // packs it and nothing is packed up front (Zen 4, 1 thread, GFLOP/s: A transposed,
+  // 4608x49x512 84 -> 103; plain A, B transposed, 256x64x25088 95 -> 100, 96x363x24200 99 -> 105).
+  constexpr bool pack_in_kernel = requires { &Isa::kernel_packing_a; };
   // Grad weights: op(A) stored with the depth along rows (A plain), op(B) too unless a
   // source makes it (B transposed; cpu.corrmm's im2col source: then A's rows alone).
   const bool prefetch_rows = long_k_transposed_b;
   const bool prefetch_b_rows = g.bsrc == nullptr && !shared_b;  // shared_b: packed up front
   const bool prefetch_plain_b = !g.tb && g.bsrc == nullptr && !shared_b;
   run(kparts * tiles, [&](std::int64_t begin, std::int64_t end) {
-    float* abuf = scratch(0, Isa::kABuf * apanel);
+    float* abuf = scratch(0, Isa::kABuf);
     float* local_b = shared_b ? nullptr : scratch(1, kcb * tile_ns * NR);
     for (std::int64_t t = begin; t < end; ++t) {
       const std::int64_t part = t / tiles, mt = t % tiles / ntiles, nt = t % ntiles;
@@ -435,18 +435,25 @@ void run_sgemm(const GemmArgs& args, ThreadPool* pool) {
           if (g.ta && !next_a.active() && se < s1)
             next_a = PrefetchRows(ga.A + p0 * g.lda + se * MR, g.lda, kc, nullptr, 0, 0,
                                   std::min(M, std::min(s1, se + apanel) * MR) - se * MR, (se - sb) * (j1 - j0));
-          if (apanel > 1) Isa::pack_a_panel(ga, sb * MR, std::min(M, se * MR) - sb * MR, p0, kc, abuf);
           for (std::int64_t s = sb; s < se; ++s) {
             const int m = static_cast<int>(std::min<std::int64_t>(MR, M - s * MR));
-            const float* ap = abuf + (s - sb) * Isa::kABuf;
-            if (apanel == 1) Isa::pack_a(ga, s * MR, m, p0, kc, abuf);
+            if constexpr (!pack_in_kernel) Isa::pack_a(ga, s * MR, m, p0, kc, abuf);
             float* crow = C + s * MR * gc.ldc;
             for (std::int64_t j = j0; j < j1; ++j) {
               const int n = static_cast<int>(std::min<std::int64_t>(NR, N - j * NR));
+              const float* bj = bp + (j - j0) * kc * NR;
               // One of the two in the kernel's depth steps (the sliver's while it lasts: it
               // is needed first), the other in one go.
               PrefetchRows& spread = next_a.active() ? next_a : next;
-              Isa::kernel(gc, kc, ap, bp + (j - j0) * kc * NR, crow + j * NR, m, n, step == step0, &spread);
+              bool done = false;
+              if constexpr (pack_in_kernel) {
+                if (j == j0) {  // the sliver's first call packs it
+                  const float* a_src = g.ta ? ga.A + p0 * g.lda + s * MR : ga.A + s * MR * g.lda + p0;
+                  done = Isa::kernel_packing_a(gc, kc, a_src, abuf, bj, crow + j * NR, m, n, step == step0, &spread);
+                  if (!done) Isa::pack_a(ga, s * MR, m, p0, kc, abuf);
+                }
+              }
+              if (!done) Isa::kernel(gc, kc, abuf, bj, crow + j * NR, m, n, step == step0, &spread);
               (&spread == &next ? next_a : next).some();
             }
           }
