@@ -118,15 +118,24 @@ void run_isa(CpuIsa isa, const GemmArgs& g, ThreadPool* pool) {
   sgemm_detail::run_sgemm<ScalarTraits>(g, pool);
 }
 
+/// Whether C^T = B A^T transposes fewer floats than C = A B^T: per depth step the
+/// transposed side is packed in whole 32-column slivers (zero-padded), ceil32(N) floats as
+/// stored and ceil32(M) swapped, for the same M N flops (64x81, c3d_conv1's grad weights:
+/// 96 against 64; Zen 4, 1 thread, 94 -> 99 GFLOP/s).
+bool transposes_less_swapped(std::int64_t M, std::int64_t N) {
+  auto padded = [](std::int64_t n) { return (n + 31) / 32 * 32; };
+  return padded(M) < padded(N);
+}
+
 /// C = A B^T with both operands stored along K (grad weights: K = pixels, long) transposes
-/// op(B)'s N x K block by block as it packs it, while op(A) is a plain copy. When N is the
-/// larger side, C^T = B A^T transposes the M x K side instead, the smaller one: computed
+/// op(B)'s N x K block by block as it packs it, while op(A) is a plain copy. When that is
+/// the larger side (transposes_less_swapped), C^T = B A^T transposes the M x K side instead: computed
 /// into a scratch N x M product whose tiles are added to C transposed as they finish (M x N
 /// floats against 2 M N K flops). Zen 4, 1 thread, GFLOP/s: 128x1728x100352 (c3d_conv2's grad weights)
 /// 91 -> 104, 128x576x50176 92 -> 101, 64x147x100352 76 -> 83. Below K = 8192 it measured no
 /// better (256x2304x1568 3% slower), so short depths keep the direct order.
 bool swap_pays(const GemmArgs& g) {
-  return !g.ta && g.tb && g.bsrc == nullptr && g.hook == nullptr && g.batch == 1 && g.N >= 2 * g.M &&
+  return !g.ta && g.tb && g.bsrc == nullptr && g.hook == nullptr && g.batch == 1 && transposes_less_swapped(g.M, g.N) &&
          g.K >= 8192 && g.M * g.N <= (std::int64_t{1} << 22);
 }
 

@@ -215,16 +215,19 @@ TEST_CASE("sgemm: a long depth over a small C is split into partial sums", "[sge
   }
 }
 
-TEST_CASE("sgemm: A B^T with N >= 2M and a long depth (computed as C^T = B A^T): right, and the same bits on any thread count",
+TEST_CASE("sgemm: A B^T with N wider than M in 32-column slivers and a long depth (computed as C^T = B A^T): right, "
+          "and the same bits on any thread count",
           "[sgemm]") {
   // Grad-weights shapes: sgemm runs the swapped product into scratch and adds it to C
-  // transposed, with alpha, beta, NaN in C under beta == 0 and padded leading dimensions.
+  // transposed, with alpha, beta, NaN in C under beta == 0 and padded leading dimensions
+  // (40 x 70: N < 2M, but 96 padded columns against 64).
   ThreadPool p2(2), p3(3);
   const bool thin = convgraph::test::sanitized_build();
   for (CpuIsa isa : runnable_isas()) {
     if (thin && isa != convgraph::active_cpu_isa()) continue;
     check_case({false, true, 13, 45, 8200, 0.5f, 0.75f, 3}, isa, &p2);
     check_case({false, true, 7, 70, 9001, 1.0f, 0.0f, 0}, isa, nullptr, /*nan_c=*/true);
+    check_case({false, true, 40, 70, 8200, 1.0f, 0.5f, 1}, isa, &p3);
     const i64 M = 30, N = 100, K = 8300;
     std::mt19937 rng(11);
     const std::vector<float> A = random_matrix(M, K, 0, rng), B = random_matrix(N, K, 0, rng);
