@@ -49,12 +49,13 @@ CG_AVX512 inline __mmask16 low_mask(int n) {
 // it goes, the copy among the FMAs instead of before them (Zen 4, 1 thread, 4608x49x512
 // with A transposed: packing took 13% of the time, 84 -> 103 GFLOP/s). KMAJOR: each step
 // broadcasts from the stored depth row and copies it; row-major: the broadcasts read the
-// packed sliver, each 16 steps copying the next 16 depths of the rows while they run.
+// packed sliver, each 16 steps copying the next 16 depths of the rows while they run (so
+// `a` and pack_to may point into one buffer: neither is restrict; the loop has no other
+// stores, so the other kernels lose nothing by it).
 template <int MROWS, int NV, bool KMAJOR, bool PREFETCH, bool PACK_A = false>
-CG_AVX512 void kernel(std::int64_t kc, const float* __restrict a, const float* __restrict b,
-                      float* c, std::int64_t ldc, int n, float alpha, float beta, bool first,
-                      bool stream, sgemm_detail::PrefetchRows* pf, std::int64_t lda = 0,
-                      float* __restrict pack_to = nullptr) {
+CG_AVX512 void kernel(std::int64_t kc, const float* a, const float* __restrict b, float* c, std::int64_t ldc,
+                      int n, float alpha, float beta, bool first, bool stream, sgemm_detail::PrefetchRows* pf,
+                      std::int64_t lda = 0, float* pack_to = nullptr) {
   sgemm_detail::PrefetchRows lines;  // a local copy: no aliasing with a, b or c
   std::int64_t prefetches = 0;
   if constexpr (PREFETCH) {
@@ -64,8 +65,7 @@ CG_AVX512 void kernel(std::int64_t kc, const float* __restrict a, const float* _
   constexpr std::int64_t kRow = KMAJOR ? 1 : kKC;
   constexpr __mmask16 kRows = static_cast<__mmask16>((1u << MROWS) - 1u);
   // Row-major packing: depths k0..k0+16 of the sliver's rows (a: the stored rows).
-  auto copy_depths = [](const float* __restrict src, std::int64_t ld, float* __restrict dst, std::int64_t k0,
-                        std::int64_t kc) CG_AVX512 {
+  auto copy_depths = [](const float* src, std::int64_t ld, float* dst, std::int64_t k0, std::int64_t kc) CG_AVX512 {
     const __mmask16 km = low_mask(static_cast<int>(std::min<std::int64_t>(16, kc - k0)));
 #pragma GCC unroll 14
     for (int i = 0; i < MROWS; ++i)
