@@ -7,10 +7,10 @@
 #include <random>
 
 #include "benchmarks/bench_common.hpp"
+#include "benchmarks/host_floats.hpp"
 #include "backends/device_buffers.hpp"
 #include "convgraph/backends/cpu/reference.hpp"
 #include "convgraph/core/error.hpp"
-#include "convgraph/core/tensor.hpp"
 #include "convgraph/ops/abstract_conv.hpp"
 #include "convgraph/optimizer/conv_impl_op.hpp"
 #include "convgraph/optimizer/conv_lowering.hpp"
@@ -21,9 +21,9 @@ constexpr double kMaxOperandBytes = 16.0 * (1ull << 30);
 
 Buffer alloc_buffer(std::size_t floats) {
   Buffer b;
-  std::shared_ptr<Storage> storage = allocate_host(std::max<std::size_t>(floats, 1) * sizeof(float));
-  b.data = static_cast<float*>(storage->data);
-  b.own = std::move(storage);
+  const HostFloats host(floats);
+  b.data = host.data();
+  b.own = host.storage;
   b.size = floats;
   return b;
 }

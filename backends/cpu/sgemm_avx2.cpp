@@ -48,9 +48,9 @@ CG_AVX2 void kernel_6x16(std::int64_t kc, const float* __restrict a, const float
     c0[i] = _mm256_setzero_ps();
     c1[i] = _mm256_setzero_ps();
   }
-  // Fetch the C tile while the k loop runs, unless it is streamed out (whole lines, not
-  // read: see run_sgemm).
-  stream = stream && first && beta == 0.0f && n == kNR;
+  // Fetch the C tile while the k loop runs, unless it is streamed out (the driver streams
+  // only C written in one pass with beta 0; whole lines only).
+  stream = stream && n == kNR;
 #pragma GCC unroll 6
   for (int i = 0; i < kMR; ++i)
     if (i < m && !stream) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);

@@ -82,9 +82,9 @@ CG_AVX512 void kernel(std::int64_t kc, const float* a, const float* __restrict b
   for (int i = 0; i < MROWS; ++i)
 #pragma GCC unroll 2
     for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
-  // Fetch the C tile while the k loop runs, unless it is streamed out (whole lines, not
-  // read: see run_sgemm).
-  stream = stream && first && beta == 0.0f && n == 16 * NV;
+  // Fetch the C tile while the k loop runs, unless it is streamed out (the driver streams
+  // only C written in one pass with beta 0; whole lines only).
+  stream = stream && n == 16 * NV;
 #pragma GCC unroll 14
   for (int i = 0; i < MROWS; ++i)
 #pragma GCC unroll 2
@@ -425,14 +425,18 @@ struct Avx512Traits {
   }
   /// The kernel with the A sliver read where it is stored (its first element at a_src:
   /// op(A)(i, k) at a_src[k*lda + i] with A transposed, else a_src[i*lda + k]), leaving the
-  /// packed sliver at a_dst; false (nothing done) where the call is not the main kernel's alone.
-  static bool kernel_packing_a(const GemmArgs& g, std::int64_t kc, const float* a_src, float* a_dst,
+  /// packed sliver at a_dst. Calls the main kernel does not cover alone (thin tails) pack
+  /// first.
+  static void kernel_packing_a(const GemmArgs& g, std::int64_t kc, const float* a_src, float* a_dst,
                                const float* b, float* c, int m, int n, bool first,
                                sgemm_detail::PrefetchRows* pf) {
-    if (n <= 16 + kThin) return false;
-    kPackingKernels[pf->active()][g.ta][m - 1](kc, a_src, b, c, g.ldc, n, g.alpha, g.beta, first, g.stream_c, pf,
-                                               g.lda, a_dst);
-    return true;
+    if (n > 16 + kThin)
+      return kPackingKernels[pf->active()][g.ta][m - 1](kc, a_src, b, c, g.ldc, n, g.alpha, g.beta, first,
+                                                        g.stream_c, pf, g.lda, a_dst);
+    GemmArgs stored = g;  // the sliver where it is stored, at row 0, depth 0
+    stored.A = a_src;
+    pack_a_avx512(stored, 0, m, 0, kc, a_dst);
+    kernel(g, kc, a_dst, b, c, m, n, first, pf);
   }
 };
 

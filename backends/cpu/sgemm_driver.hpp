@@ -10,9 +10,9 @@
 ///   static void pack_a(g, i0, m, p0, kc, dst);        one sliver: rows i0..i0+m, depth p0..
 ///   static void pack_b_panel(g, p0, kc, j0, n, dst);  columns j0..j0+n, sliver q at q*kc*kNR
 ///   static void kernel(g, kc, a, b, c, m, n, first, pf);  C(m x n) (+)= A sliver * B sliver
-///   optional: static bool kernel_packing_a(g, kc, a_src, a_dst, b, c, m, n, first, pf);
-///     the kernel reading the A sliver where it is stored and packing it into a_dst as it
-///     goes; false (nothing done) where it cannot
+///   optional: static void kernel_packing_a(g, kc, a_src, a_dst, b, c, m, n, first, pf);
+///     kernel() on the A sliver where it is stored (first element at a_src), leaving it
+///     packed at a_dst for the sliver's other calls
 ///
 /// The A sliver layout is the traits' business (pack_a and kernel agree on it). A packed
 /// B sliver is dst[k*kNR + j], zero-padded past n. `first` is true for the first depth
@@ -20,8 +20,9 @@
 /// accumulate into C. `pf` (never null) holds lines the driver wants fetched for what comes
 /// next: each call issues exactly pf->share() of them, by one() per depth step where it can
 /// (a burst of them stalls the loads behind it) and the state written back to *pf, or by
-/// one pf->some(). g.stream_c: C is written once and not read back soon; a kernel may
-/// then store its full tiles non-temporally (streaming stores; the driver fences them). The k order of every sum is fixed by K (and the machine's cache sizes)
+/// one pf->some(). g.stream_c: C is written in one pass (first is true, beta 0) and not
+/// read back soon; a kernel may then store its full tiles non-temporally (the driver
+/// fences them). The k order of every sum is fixed by K (and the machine's cache sizes)
 /// alone, so results do not depend on the thread count.
 ///
 /// Blocking comes from the cache sizes read at run time: the depth block KC (at most kKC)
@@ -352,9 +353,8 @@ void run_sgemm(const GemmArgs& args, ThreadPool* pool) {
 
   // Tasks: a tile of C times a range of depth steps.
   const std::int64_t apanel = g.ta ? Isa::kAPanel : 1;
-  // Where the traits have a kernel that packs A as it computes (kernel_packing_a(g, kc,
-  // a_src, a_dst, b, c, m, n, first, pf); false where it cannot), each sliver's first call
-  // packs it and nothing is packed up front (Zen 4, 1 thread, GFLOP/s: A transposed,
+  // Where the traits have a kernel that packs A as it computes (kernel_packing_a), each
+  // sliver's first call packs it and nothing is packed up front (Zen 4, 1 thread, GFLOP/s: A transposed,
   // 4608x49x512 84 -> 103; plain A, B transposed, 256x64x25088 95 -> 100, 96x363x24200 99 -> 105).
   constexpr bool pack_in_kernel = requires { &Isa::kernel_packing_a; };
   // Grad weights: op(A) stored with the depth along rows (A plain), op(B) too unless a
@@ -445,15 +445,12 @@ void run_sgemm(const GemmArgs& args, ThreadPool* pool) {
               // One of the two in the kernel's depth steps (the sliver's while it lasts: it
               // is needed first), the other in one go.
               PrefetchRows& spread = next_a.active() ? next_a : next;
-              bool done = false;
-              if constexpr (pack_in_kernel) {
-                if (j == j0) {  // the sliver's first call packs it
-                  const float* a_src = g.ta ? ga.A + p0 * g.lda + s * MR : ga.A + s * MR * g.lda + p0;
-                  done = Isa::kernel_packing_a(gc, kc, a_src, abuf, bj, crow + j * NR, m, n, step == step0, &spread);
-                  if (!done) Isa::pack_a(ga, s * MR, m, p0, kc, abuf);
-                }
-              }
-              if (!done) Isa::kernel(gc, kc, abuf, bj, crow + j * NR, m, n, step == step0, &spread);
+              bool packing = false;  // the sliver's first call packs it
+              if constexpr (pack_in_kernel)
+                if ((packing = j == j0))
+                  Isa::kernel_packing_a(gc, kc, g.ta ? ga.A + p0 * g.lda + s * MR : ga.A + s * MR * g.lda + p0, abuf,
+                                        bj, crow + j * NR, m, n, step == step0, &spread);
+              if (!packing) Isa::kernel(gc, kc, abuf, bj, crow + j * NR, m, n, step == step0, &spread);
               (&spread == &next ? next_a : next).some();
             }
           }
