@@ -26,6 +26,17 @@ inline vnat loadn(const float* p) {
   return v;
 }
 inline void storen(float* p, vnat v) { std::memcpy(p, &v, sizeof v); }
+/// A non-temporal store of one vector to a vector-aligned p, bypassing the
+/// caches (no read for ownership). The writer must _mm_sfence() before another thread reads.
+inline void stream_storen(float* p, vnat v) {
+#if CONVGRAPH_ISA_AVX512
+  _mm512_stream_ps(p, reinterpret_cast<__m512>(v));
+#elif CONVGRAPH_ISA_AVX2
+  _mm256_stream_ps(p, reinterpret_cast<__m256>(v));
+#else
+  _mm_stream_ps(p, reinterpret_cast<__m128>(v));
+#endif
+}
 
 /// A two-source lane permutation of kVL lanes: lane i takes index f(i) of (a, b).
 template <class F, std::size_t... I>
