@@ -13,9 +13,7 @@
 #include "convgraph/backends/cpu/algorithms.hpp"
 #include "convgraph/backends/cpu/cpu_isa.hpp"
 #include "convgraph/core/error.hpp"
-#include "convgraph/core/tensor.hpp"
 #include "convgraph/core/thread_pool.hpp"
-#include "backends/cpu/sgemm.hpp"  // cpu_cache_sizes
 #include "support/child_process.hpp"  // sanitized_build
 #include "support/conv_cases.hpp"
 #include "support/conv_run.hpp"
@@ -121,45 +119,6 @@ TEST_CASE("direct: the channel-vectorised path is exact on integers and independ
       CHECK(max_abs_diff(threaded.out, run_cpu_conv(*direct, p, ops, nullptr).out) == 0.0);
       CHECK(max_abs_diff(threaded.out, run_cpu_conv(*direct, p, ops, &pool8).out) == 0.0);
     }
-}
-
-TEST_CASE("direct: a destination over half the L3 is streamed out, every element right",
-          "[backends][conv][cpu][direct]") {
-  // 64 destination channels of planes whole cache lines long (W = 256) in 64-byte aligned
-  // memory, sized from this machine's L3: the kernel stores whole vector blocks
-  // non-temporally and fences them; the plane's last run (H x W is not a whole number of
-  // work units) and a pixel tail per unit go through plain stores.
-  const auto direct = make_cpu_direct_algorithm();
-  ThreadPool pool(2);
-  const std::int64_t W = 256, H = convgraph::cpu::cpu_cache_sizes().l3 / (2 * 64 * 4 * W) + 3;
-  // Forward writes y (K = 64); grad inputs writes x (C = 64). The other side has 2 channels.
-  for (ConvDirection dir : {ConvDirection::forward, ConvDirection::grad_inputs}) {
-    const bool fwd = dir == ConvDirection::forward;
-    const ConvCase c = make_conv_case("large planes", {1, fwd ? 2 : 64, H, W}, {fwd ? 64 : 2, fwd ? 2 : 64, 3, 3}, 1, {1, 1});
-    const ConvProblem p = c.problem(dir, DType::float32);
-    INFO(p.key());
-    REQUIRE(direct->workspace_bytes(p) > 0);
-    const ConvOperands ops = make_operands(p, 91);
-    const std::vector<double> ref = reference_output(c.problem(dir, DType::float64), ops);
-    const std::vector<double>* in[3] = {&ops.x, &ops.w, &ops.y};
-    std::shared_ptr<Storage> bufs[3];
-    for (int i = 0; i < 3; ++i) {
-      bufs[i] = allocate_host(in[i]->size() * sizeof(float));
-      auto* f = static_cast<float*>(bufs[i]->data);
-      for (std::size_t j = 0; j < in[i]->size(); ++j) f[j] = static_cast<float>((*in[i])[j]);
-    }
-    float* out = static_cast<float*>(bufs[fwd ? 2 : 0]->data);
-    std::fill(out, out + ref.size(), NAN);
-    std::vector<float> ws(direct->workspace_bytes(p) / sizeof(float) + 16);
-    ConvContext ctx;
-    ctx.pool = &pool;
-    ctx.workspace = ws.data();
-    ctx.workspace_bytes = ws.size() * sizeof(float);
-    direct->run(p, ConvTensors{bufs[0]->data, bufs[1]->data, bufs[2]->data, {}}, ctx);
-    double err = 0;
-    for (std::size_t i = 0; i < ref.size(); ++i) err = std::max(err, std::abs(static_cast<double>(out[i]) - ref[i]));
-    CHECK(err <= 1e-4 * std::max(1.0, max_abs(ref)));
-  }
 }
 
 TEST_CASE("direct: the channel-vectorised path applies the fused epilogue", "[backends][conv][cpu][direct]") {

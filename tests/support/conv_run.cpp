@@ -1,5 +1,6 @@
 #include "support/conv_run.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -8,6 +9,7 @@
 
 #include "convgraph/backends/cpu/reference.hpp"
 #include "convgraph/core/error.hpp"
+#include "convgraph/core/tensor.hpp"
 #include "support/conv_cases.hpp"
 
 namespace convgraph::testing {
@@ -86,6 +88,31 @@ ConvRun run_cpu_conv(const ConvAlgorithm& algo, const ConvProblem& p, const Conv
     case DType::float64: return run_typed<double>(algo, p, ops, pool, workspace_bytes);
     default: throw TypeError(msg("run_cpu_conv: unsupported dtype ", dtype_name(p.dtype)));
   }
+}
+
+std::vector<double> run_cpu_conv_host(const ConvAlgorithm& algo, const ConvProblem& p, const ConvOperands& ops,
+                                      ThreadPool* pool) {
+  if (p.dtype != DType::float32) throw TypeError(msg("run_cpu_conv_host: float32 only, got ", dtype_name(p.dtype)));
+  const std::vector<double>* in[3] = {&ops.x, &ops.w, &ops.y};
+  const std::vector<double>& written = output_of(ops, p.direction);
+  std::shared_ptr<Storage> bufs[3];
+  float* out = nullptr;
+  for (int i = 0; i < 3; ++i) {
+    bufs[i] = allocate_host(std::max<std::size_t>(1, in[i]->size()) * sizeof(float));
+    auto* f = static_cast<float*>(bufs[i]->data);
+    const bool is_out = in[i] == &written;
+    for (std::size_t k = 0; k < in[i]->size(); ++k)
+      f[k] = is_out ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>((*in[i])[k]);
+    if (is_out) out = f;
+  }
+  const std::size_t ws_bytes = algo.workspace_bytes(p);
+  std::shared_ptr<Storage> ws = ws_bytes ? allocate_host(ws_bytes) : nullptr;
+  ConvContext ctx;
+  ctx.pool = pool;
+  ctx.workspace = ws ? ws->data : nullptr;
+  ctx.workspace_bytes = ws_bytes;
+  algo.run(p, ConvTensors{bufs[0]->data, bufs[1]->data, bufs[2]->data, {}}, ctx);
+  return std::vector<double>(out, out + written.size());
 }
 
 std::vector<double> reference_output(const ConvProblem& p, const ConvOperands& ops) {

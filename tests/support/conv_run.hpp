@@ -37,6 +37,12 @@ struct ConvRun {
 ConvRun run_cpu_conv(const ConvAlgorithm& algo, const ConvProblem& p, const ConvOperands& ops,
                      ThreadPool* pool, std::size_t workspace_bytes = SIZE_MAX);
 
+/// As run_cpu_conv for a float32 p, with x, w and y in allocate_host memory (64-byte
+/// aligned, as the runtime's tensors are: large layers then take the kernels' streamed-store
+/// paths); the written operand is NaN before the run. Returns it as doubles.
+std::vector<double> run_cpu_conv_host(const ConvAlgorithm& algo, const ConvProblem& p, const ConvOperands& ops,
+                                      ThreadPool* pool);
+
 /// The reference result for the operands, computed in float64.
 std::vector<double> reference_output(const ConvProblem& p, const ConvOperands& ops);
 
