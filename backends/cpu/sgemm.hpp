@@ -76,6 +76,11 @@ struct CacheSizes {
 };
 CacheSizes cpu_cache_sizes();
 
+/// Whether a convolution kernel stores a destination of `bytes`, written in one pass, past
+/// the caches (cpu.direct, cpu.winograd): over half the L3 it would not stay cached for the
+/// next op anyway, so reading its lines for ownership before overwriting them is pure cost.
+inline bool stream_destination(std::int64_t bytes) { return 2 * bytes >= cpu_cache_sizes().l3; }
+
 /// Same, with an explicit CPU level (tests and benchmarks); throws ValueError if the CPU
 /// cannot run it.
 void sgemm_with_isa(CpuIsa isa, bool transA, bool transB, std::int64_t M, std::int64_t N,

@@ -1,6 +1,7 @@
 // Destinations over half the L3 are stored past the caches (non-temporal stores of whole
 // aligned vectors, then a fence): cpu.direct's channel-vectorised path and cpu.winograd's
-// output transform, forward and grad inputs, against the float64 reference. The layers are
+// output transform, forward and grad inputs, at every CPU level this machine runs (the
+// active one under the sanitizers), against the float64 reference. The layers are
 // sized from this machine's L3 (read at run time, as the kernels do) and the tensors are
 // 64-byte aligned as the runtime's are, so the streamed path is the one that runs; plane
 // ends and vector tails go through plain stores in the same run.
@@ -11,7 +12,9 @@
 #include "backends/cpu/sgemm.hpp"  // cpu_cache_sizes
 #include "convgraph/backends/conv_algorithm.hpp"
 #include "convgraph/backends/cpu/algorithms.hpp"
+#include "convgraph/backends/cpu/cpu_isa.hpp"
 #include "convgraph/core/thread_pool.hpp"
+#include "support/child_process.hpp"  // sanitized_build
 #include "support/conv_cases.hpp"
 #include "support/conv_run.hpp"
 
@@ -35,7 +38,13 @@ void check_large_destination(const ConvAlgorithm& algo, std::int64_t W, std::int
     REQUIRE(algo.applicable(p).is_ok());
     const ConvOperands ops = make_operands(p, seed);
     const std::vector<double> ref = reference_output(c.problem(dir, DType::float64), ops);
-    CHECK(max_abs_diff(run_cpu_conv_host(algo, p, ops, &pool), ref) <= 1e-4 * std::max(1.0, max_abs(ref)));
+    const std::vector<CpuIsa> levels =
+        convgraph::test::sanitized_build() ? std::vector<CpuIsa>{active_cpu_isa()} : runnable_cpu_levels();
+    for (CpuIsa isa : levels) {
+      ScopedCpuIsa scope(isa);
+      INFO("level " << cpu_isa_name(isa));
+      CHECK(max_abs_diff(run_cpu_conv_host(algo, p, ops, &pool), ref) <= 1e-4 * std::max(1.0, max_abs(ref)));
+    }
   }
 }
 

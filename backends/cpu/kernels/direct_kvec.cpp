@@ -386,13 +386,12 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
   // splitting the blocks (7x7 layers have a few runs: one block per unit there). Each
   // output is the same sum either way.
   const i64 threads = ctx.pool != nullptr ? ctx.pool->size() : 1;
-  // A destination of over half the L3 would not stay cached for the next op anyway: its
-  // whole vector blocks are streamed past the caches (no write-allocate reads of lines
-  // about to be overwritten; resnet_stem forward 10.7 -> 9.7 ms). Where every plane starts
+  // A large destination (stream_destination) has its whole vector blocks streamed past the
+  // caches (resnet_stem forward 10.7 -> 9.7 ms, Zen 4, 2 threads), where every plane starts
   // a cache line, so each block's rows do. Not with an epilogue, which reads them back.
-  const bool stream_dst = t.epilogue.empty() && (pl.dst_numel * 4) % 64 == 0 &&
-                          reinterpret_cast<std::uintptr_t>(dst) % 64 == 0 &&
-                          2 * g.N * dst_channels * pl.dst_numel * i64{sizeof(float)} >= cpu_cache_sizes().l3;
+  const i64 dst_bytes = g.N * dst_channels * pl.dst_numel * i64{sizeof(float)};
+  const bool stream_dst = t.epilogue.empty() && pl.dst_numel * i64{sizeof(float)} % 64 == 0 &&
+                          reinterpret_cast<std::uintptr_t>(dst) % 64 == 0 && stream_destination(dst_bytes);
   const i64 kb_unit = p.G * ngroups >= 16 * threads ? nkb : 1, nkbu = (nkb + kb_unit - 1) / kb_unit;
   parallel_over(ctx, p.G * nkbu * ngroups, [&](i64 begin, i64 end) {
     alignas(64) float acc[kTiles * kAcc * kL];

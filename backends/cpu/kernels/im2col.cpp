@@ -1,5 +1,6 @@
 // im2col / col2im (declared in ../im2col.hpp), compiled once per CPU level.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 

@@ -1,8 +1,8 @@
 #pragma once
 // Private to backends/cpu/kernels: the level's native float vector (GCC vector extensions)
 // and its two-source lane permutations, for kernels written once for every level.
-// Include it after isa_begin.hpp (its functions take the level's target), and <cstring> and
-// <utility> before isa_begin.hpp (standard headers keep the baseline target).
+// Include it after isa_begin.hpp (its functions take the level's target), and <cstdint>,
+// <cstring> and <utility> before isa_begin.hpp (standard headers keep the baseline target).
 //
 // A generic vector wider than the level's registers (16 floats below AVX-512) is lowered
 // through the stack in loops: hot loops use kVL lanes (the Winograd GEMM ran 4x slower on
@@ -26,6 +26,8 @@ inline vnat loadn(const float* p) {
   return v;
 }
 inline void storen(float* p, vnat v) { std::memcpy(p, &v, sizeof v); }
+/// Whether p is aligned for the level's vector stores (stream_storen needs it).
+inline bool vector_aligned(const float* p) { return reinterpret_cast<std::uintptr_t>(p) % sizeof(vnat) == 0; }
 /// A non-temporal store of one vector to a vector-aligned p, bypassing the
 /// caches (no read for ownership). The writer must _mm_sfence() before another thread reads.
 inline void stream_storen(float* p, vnat v) {

@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -283,7 +284,7 @@ void transform_filter_block(const ConvProblem& p, const Job& j, const float* w, 
         g3(row, u);
         for (int e1 = 0; e1 < 6; ++e1) {
           float* dst = dst0 + (e0 * 6 + e1) * estride + c0 * kMR + kVL * v;
-          if (kVL * (v + 1) <= lanes && stream && reinterpret_cast<std::uintptr_t>(dst) % (kVL * 4) == 0) {
+          if (kVL * (v + 1) <= lanes && stream && vector_aligned(dst)) {
             stream_storen(dst, u[e1]);
           } else if (kVL * (v + 1) <= lanes) {
             storen(dst, u[e1]);
@@ -516,7 +517,7 @@ void output_row(const float* M, i64 mstride, i64 base, const Job& j, i64 ty, flo
       const vnat out[4] = {shufn(p0, q0, q_lo), shufn(p0, q0, q_hi), shufn(p1, q1, q_lo), shufn(p1, q1, q_hi)};
       float* dst = plane + (4 * ty + a) * j.OW + x0;
       int v = 0;
-      if (stream && reinterpret_cast<std::uintptr_t>(dst) % (kVL * 4) == 0)
+      if (stream && vector_aligned(dst))
         for (; v < 4 && kVL * (v + 1) <= cols; ++v) stream_storen(dst + kVL * v, out[v]);
       for (; v < 4 && kVL * (v + 1) <= cols; ++v) storen(dst + kVL * v, out[v]);
       if (v < 4 && kVL * v < cols) {
@@ -584,12 +585,11 @@ void run_winograd(const ConvProblem& p, const ConvTensors& t, const ConvContext&
       }
     }, 1);
   }
-  // A destination of over half the L3 would not stay cached for the next op anyway: its
-  // rows' whole vectors that start a cache line are streamed past the caches (no reads for
-  // ownership; vgg_3x3_112 forward 12.6 -> 11.45 ms, Zen 4, 2 threads). Not with an
-  // epilogue, which reads the rows back.
+  // A large destination (stream_destination) is streamed past the caches row by row
+  // (vgg_3x3_112 forward 12.6 -> 11.45 ms, Zen 4, 2 threads). Not with an epilogue, which
+  // reads the rows back.
   const bool stream_dst = (j.grad || t.epilogue.empty()) &&
-                          2 * j.N * j.G * j.Co * j.Dd * j.OH * j.OW * i64{sizeof(float)} >= cpu_cache_sizes().l3;
+                          stream_destination(j.N * j.G * j.Co * j.Dd * j.OH * j.OW * i64{sizeof(float)});
   std::atomic<i64> next{0};
   auto slot_body = [&](i64 s0, i64 s1) {
     for (i64 slot = s0; slot < s1; ++slot) {
