@@ -374,6 +374,37 @@ TEST_CASE("cpu.winograd grad weights in chunks: every workspace limit, the same 
   CHECK(plans >= 3);
 }
 
+TEST_CASE("cpu.winograd grad weights in one chunk: halves of channel blocks, the same bits on any pool", "[cpu][winograd]") {
+  // Few tiles (at most 50 here): one chunk, computed per block of 64 x 64 channels in two
+  // halves of the output-channel blocks, each with its own input-channel half. Odd block
+  // counts, groups (the halves split within and between groups), 3D (depth taps as
+  // channels), flips, and one block (an empty second half) must all match the reference
+  // and give the same bits with no pool and with 1, 2 or 3 threads.
+  const ConvAlgorithm& a = algo("cpu.winograd");
+  const std::vector<Spec> specs = {
+      {.dir = ConvDirection::grad_weights, .x = {2, 130, 10, 10}, .w = {136, 130, 3, 3}, .border = BorderMode(1),
+       .dtype = DType::float32},
+      {.dir = ConvDirection::grad_weights, .x = {2, 140, 9, 9}, .w = {132, 70, 3, 3}, .border = BorderMode(1),
+       .groups = 2, .flip = true, .dtype = DType::float32},
+      {.dir = ConvDirection::grad_weights, .x = {1, 24, 4, 8, 8}, .w = {72, 24, 3, 3, 3}, .border = BorderMode(1),
+       .flip = true, .dtype = DType::float32},
+      {.dir = ConvDirection::grad_weights, .x = {1, 3, 6, 7}, .w = {1, 3, 3, 3}, .dtype = DType::float32},
+  };
+  ThreadPool one(1), two(2), three(3);
+  for (const Spec& s : specs) {
+    const ConvProblem p = make(s);
+    INFO(p.key());
+    REQUIRE(a.applicable(p).is_ok());
+    CHECK(rel_error(a, p, &two) <= 5e-5);
+    const std::vector<float> first = run_float(a, p, nullptr);
+    for (ThreadPool* pool : {&one, &two, &three}) {
+      const std::vector<float> other = run_float(a, p, pool);
+      INFO(pool->size() << " threads");
+      CHECK(std::memcmp(first.data(), other.data(), first.size() * sizeof(float)) == 0);
+    }
+  }
+}
+
 TEST_CASE("cpu.winograd declines what it does not do", "[cpu][winograd]") {
   const ConvAlgorithm& a = algo("cpu.winograd");
   auto reason = [&](const Spec& s) {
