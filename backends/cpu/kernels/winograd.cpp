@@ -1012,9 +1012,10 @@ void transform_chunk(const Job& j, const GwPlan& g, const float* x, const float*
 /// of the blocks of output channels (with their D planes) and of the input channels (with
 /// their V panels); a block belongs to its output channels' half. So each half's blocks
 /// read their own D and, for half of them, their own V, and each thread writes only its
-/// own half of V and D. With every V and D shared (transform and block tasks taken by any
-/// thread), a 2-vCPU Zen 4 VM ran resnet_3x3_14 in 7.5 ms in the phases where its vCPUs'
-/// caches are far apart, against 4.5 in the others.
+/// own half of V and D. On a 2-vCPU Zen 4 VM, resnet_3x3_14 took 4.35 ms with every V and
+/// D shared (transform and block tasks taken by any thread), 7.1-7.4 in the VM's slow
+/// phases; in halves 4.1 and 6.2-6.5. (In those phases the transforms run 2-4x slower and
+/// one vCPU's GEMMs 1.6x: memory traffic, not the FMA peak, which holds.)
 ///
 /// A slot starts on half slot % 2 (its transforms, then its blocks, the own-V ones first)
 /// and then helps the other half. A block whose V is the other half's waits for that
