@@ -52,10 +52,16 @@ CG_AVX512 inline __mmask16 low_mask(int n) {
 // packed sliver, each 16 steps copying the next 16 depths of the rows while they run (so
 // `a` and pack_to may point into one buffer: neither is restrict; the loop has no other
 // stores, so the other kernels lose nothing by it).
-template <int MROWS, int NV, bool KMAJOR, bool PREFETCH, bool PACK_A = false>
+// PACK_B (NV = 2): `b` is the plain stored B's sliver (depth row k at b + k*ld, n columns)
+// and each step's two vectors are loaded from there (zero past n) and copied to pack_to's
+// sliver for the tile's other rows, the copy among the FMAs, as PACK_A.
+enum class Pack { none, a, b };
+template <int MROWS, int NV, bool KMAJOR, bool PREFETCH, Pack PACK = Pack::none>
 CG_AVX512 void kernel(std::int64_t kc, const float* a, const float* __restrict b, float* c, std::int64_t ldc,
                       int n, float alpha, float beta, bool first, bool stream, sgemm_detail::PrefetchRows* pf,
                       std::int64_t lda = 0, float* pack_to = nullptr) {
+  constexpr bool PACK_A = PACK == Pack::a, PACK_B = PACK == Pack::b;
+  static_assert(!PACK_B || NV == 2);
   sgemm_detail::PrefetchRows lines;  // a local copy: no aliasing with a, b or c
   std::int64_t prefetches = 0;
   if constexpr (PREFETCH) {
@@ -77,6 +83,10 @@ CG_AVX512 void kernel(std::int64_t kc, const float* a, const float* __restrict b
     a = pack_to;
   }
   const std::int64_t a_step = PACK_A && KMAJOR ? lda : KMAJOR ? kMR : 1;
+  const std::int64_t b_step = PACK_B ? lda : kNR;
+  __mmask16 b_mask[NV];
+#pragma GCC unroll 2
+  for (int v = 0; v < NV; ++v) b_mask[v] = low_mask(n - 16 * v);
   __m512 acc[MROWS][NV];
 #pragma GCC unroll 14
   for (int i = 0; i < MROWS; ++i)
@@ -96,7 +106,14 @@ CG_AVX512 void kernel(std::int64_t kc, const float* a, const float* __restrict b
       if ((k & 15) == 0 && k + 16 < kc) copy_depths(stored, lda, pack_to, k + 16, kc);
     __m512 bv[NV];
 #pragma GCC unroll 2
-    for (int v = 0; v < NV; ++v) bv[v] = _mm512_load_ps(b + 16 * v);
+    for (int v = 0; v < NV; ++v) {
+      if constexpr (PACK_B) {
+        bv[v] = _mm512_maskz_loadu_ps(b_mask[v], b + 16 * v);
+        _mm512_store_ps(pack_to + k * kNR + 16 * v, bv[v]);
+      } else {
+        bv[v] = _mm512_load_ps(b + 16 * v);
+      }
+    }
 #pragma GCC unroll 14
     for (int i = 0; i < MROWS; ++i) {
       const __m512 ai = _mm512_set1_ps(a[i * kRow]);
@@ -107,7 +124,7 @@ CG_AVX512 void kernel(std::int64_t kc, const float* a, const float* __restrict b
     if constexpr (PREFETCH)
       if (k < prefetches) lines.one();
     a += a_step;
-    b += kNR;
+    b += b_step;
   }
   if constexpr (PREFETCH) {
     for (std::int64_t k = kc; k < prefetches; ++k) lines.one();  // a share longer than kc
@@ -158,18 +175,21 @@ constexpr std::array<std::array<std::array<KernelFn, kMR>, 2>, 2> kernel_table()
 constexpr std::array<std::array<std::array<std::array<KernelFn, kMR>, 2>, 2>, 2> kKernels = {
     kernel_table<false>(), kernel_table<true>()};
 
-// kPackingKernels[prefetch][kmajor][mrows - 1]: two column vectors, packing A as they go.
-template <bool PREFETCH, bool KMAJOR, std::size_t... I>
+// kPackingKernels[prefetch][kmajor][mrows - 1]: two column vectors, packing A (PACK) or
+// B as they go.
+template <bool PREFETCH, bool KMAJOR, Pack PACK, std::size_t... I>
 constexpr std::array<KernelFn, kMR> packing_row(std::index_sequence<I...>) {
-  return {&kernel<static_cast<int>(I) + 1, 2, KMAJOR, PREFETCH, true>...};
+  return {&kernel<static_cast<int>(I) + 1, 2, KMAJOR, PREFETCH, PACK>...};
 }
-template <bool PREFETCH>
+template <bool PREFETCH, Pack PACK>
 constexpr std::array<std::array<KernelFn, kMR>, 2> packing_table() {
-  return {packing_row<PREFETCH, false>(std::make_index_sequence<kMR>()),
-          packing_row<PREFETCH, true>(std::make_index_sequence<kMR>())};
+  return {packing_row<PREFETCH, false, PACK>(std::make_index_sequence<kMR>()),
+          packing_row<PREFETCH, true, PACK>(std::make_index_sequence<kMR>())};
 }
-constexpr std::array<std::array<std::array<KernelFn, kMR>, 2>, 2> kPackingKernels = {packing_table<false>(),
-                                                                                    packing_table<true>()};
+constexpr std::array<std::array<std::array<KernelFn, kMR>, 2>, 2> kPackingKernels = {
+    packing_table<false, Pack::a>(), packing_table<true, Pack::a>()};
+constexpr std::array<std::array<std::array<KernelFn, kMR>, 2>, 2> kPackingBKernels = {
+    packing_table<false, Pack::b>(), packing_table<true, Pack::b>()};
 
 // Thin column tails. A sliver's last 1..kThin columns (N = 49 = 32 + 16 + 1, N = 196 =
 // 6*32 + 4) would cost a whole 16-lane column vector each in the kernel above; here they
@@ -437,6 +457,18 @@ struct Avx512Traits {
     stored.A = a_src;
     pack_a_avx512(stored, 0, m, 0, kc, a_dst);
     kernel(g, kc, a_dst, b, c, m, n, first, pf);
+  }
+  /// The kernel with the B sliver read where it is stored (plain B: depth row k at
+  /// b_src + k*ldb), leaving the packed sliver at b_dst; thin tails pack first.
+  static void kernel_packing_b(const GemmArgs& g, std::int64_t kc, const float* a, const float* b_src, float* b_dst,
+                               float* c, int m, int n, bool first, sgemm_detail::PrefetchRows* pf) {
+    if (n > 16 + kThin)
+      return kPackingBKernels[pf->active()][g.ta][m - 1](kc, a, b_src, c, g.ldc, n, g.alpha, g.beta, first,
+                                                         g.stream_c, pf, g.ldb, b_dst);
+    GemmArgs stored = g;  // the sliver where it is stored, at depth 0, column 0
+    stored.B = b_src;
+    pack_b_avx512(stored, 0, kc, 0, n, b_dst);
+    kernel(g, kc, a, b_dst, c, m, n, first, pf);
   }
 };
 
