@@ -690,14 +690,18 @@ struct GwPlan {
   i64 ve = 0, de = 0;   ///< plane strides of V and of D [g][e][co][ld]
   i64 wp = 0;           ///< columns of a transposed source row (every tap of every tile)
   /// One chunk (all tiles at once): S is never whole. A task takes a block of cb output x
-  /// ib input channels, runs its 36 GEMMs into its slot's S block [e][cb][ib] and inverts
-  /// it at once, from cache: S is 4x the filter, so writing it all and reading it back cost
-  /// resnet_3x3_7 (512 x 512 channels, 32 tiles) as much time as its GEMMs.
+  /// ib input channels and, a row e0 of the 6x6 domain at a time, runs its 6 GEMMs into its
+  /// slot's S row [e1][cb][ib] and adds the row's share of the inverse transform to the
+  /// block's filters (accumulate_filter_row), from cache: S is 4x the filter, so writing it
+  /// all and reading it back cost resnet_3x3_7 (512 x 512 channels, 32 tiles) as much time
+  /// as its GEMMs. The block's whole S (590 KB) cost more where the VM's slow phases left
+  /// less of L2 (2 threads, Zen 4 VM, ms, fast / slow phase: resnet_3x3_14 4.3 / 6.6-6.9
+  /// -> 4.2 / 5.5-6.2, resnet_3x3_7 5.6 / 8.2-8.7 -> 5.4 / 6.2-6.4).
   bool fused = false;
-  static constexpr i64 kBlock = 64;  ///< cb, ib: a 590 KB S block, L2-sized
+  static constexpr i64 kBlock = 64;  ///< cb, ib: a 98 KB S row and 147 KB of filters
   i64 cb = 0, ib = 0, nco = 0, nci = 0;  ///< block sizes and counts per group
-  i64 es = 0;                            ///< S block's e stride: + 16 floats, off a multiple of 4 KiB
-  i64 s_block = 0;                       ///< floats of one slot's S block
+  i64 es = 0;                            ///< S row's e1 stride: + 16 floats, off a multiple of 4 KiB
+  i64 s_block = 0, acc_off = 0;          ///< floats of one slot's S row and filters; the filters' offset
   // Workspace (float offsets): S [g][e][co][ci] (fused: one S block per slot), V, D, then
   // per slot: dy's phase lines and 6 transposed source rows. Sliced: all of that once per
   // slice (slice_size floats apart; a slice's lines are its one slot's).
@@ -754,8 +758,9 @@ struct GwPlan {
     fused = !sliced() && R == j.rows;
     cb = std::min(kBlock, j.Co), ib = std::min(kBlock, round_up(j.Ci, kMaxVL));
     nco = (j.Co + cb - 1) / cb, nci = (j.Ci + ib - 1) / ib;
-    es = cb * ib + 16;  // (inverse_filters reads 36 rows e apart: at 16 KiB they shared one L1 set)
-    s_block = floats(kE * es);
+    es = cb * ib + 16;  // (the inverse reads rows e1 es apart: at 16 KiB they shared one L1 set)
+    acc_off = floats(kAlpha * es);
+    s_block = acc_off + floats(cb * 9 * ib);
     v_off = fused ? j.slots * s_block : floats(j.G * kE * j.Co * j.Ci);
     // Sized for the widest level's panels (kMaxVL lanes, and the narrowest's panel count
     // for the padding), so the workspace is the same at every level.
@@ -943,9 +948,20 @@ void gemm_dv(const GwPlan& g, i64 m, i64 n, i64 tiles, const float* De, const fl
   sgemm_ex(false, true, m, n, tiles, 1.0f, De, g.ld, nullptr, 0, beta, S, lds, ext, nullptr);
 }
 
+/// Output channel co's filters for the input channels c0 .. c0 + n: tap `tap` of channel
+/// c0 + l at g[tap * gstride + l], into dw[gr*Co + co][ci][3x3] (3D: ci = c * kd + t is
+/// dw[..][c][t], reversed in t when flipping).
+void store_filters(const ConvProblem& p, const Job& j, const float* g, i64 gstride, i64 c0, i64 n, float* dw, i64 gr,
+                   i64 co) {
+  for (i64 l = 0; l < n; ++l) {
+    const i64 ci = c0 + l, t = j.kd == 1 ? 0 : ci % j.kd;  // 2D: no division per channel
+    float* out = dw + ((gr * j.Co + co) * j.Ci + ci - t + (p.flip ? j.kd - 1 - t : t)) * 9;
+    for (int tap = 0; tap < 9; ++tap) out[p.flip ? 8 - tap : tap] = g[tap * gstride + l];
+  }
+}
+
 /// dw[gr*Co + co][ci][3x3] = G^T S_e G for the input channels ci in [ci0, ci1), 16 per
-/// vector (3D: ci = c * kd + t is dw[..][c][t], reversed in t when flipping). S holds
-/// output channel co's row: S[e * estride + ci - ci0].
+/// vector. S holds output channel co's row: S[e * estride + ci - ci0].
 void inverse_filters(const ConvProblem& p, const Job& j, const float* S, i64 estride, i64 ci0, i64 ci1, float* dw,
                      i64 gr, i64 co) {
   for (i64 c0 = ci0; c0 < ci1; c0 += 16) {
@@ -963,10 +979,30 @@ void inverse_filters(const ConvProblem& p, const Job& j, const float* S, i64 est
       gt6(col, o);
       for (int b0 = 0; b0 < 3; ++b0) store(g[b0 * 3 + b1], o[b0]);
     }
-    for (i64 l = 0; l < n; ++l) {
-      const i64 ci = c0 + l, t = j.kd == 1 ? 0 : ci % j.kd;  // 2D: no division per channel
-      float* out = dw + ((gr * j.Co + co) * j.Ci + ci - t + (p.flip ? j.kd - 1 - t : t)) * 9;
-      for (int tap = 0; tap < 9; ++tap) out[p.flip ? 8 - tap : tap] = g[tap][l];
+    store_filters(p, j, g[0], 16, c0, n, dw, gr, co);
+  }
+}
+
+/// gt6 as a matrix: row b0 of the filter takes row e0 of the 6x6 domain kGt[b0][e0] times.
+constexpr float kGt[3][kAlpha] = {{0.25f, -1.0f / 6, -1.0f / 6, 1.0f / 24, 1.0f / 24, 0.0f},
+                                  {0.0f, -1.0f / 6, 1.0f / 6, 1.0f / 12, -1.0f / 12, 0.0f},
+                                  {0.0f, -1.0f / 6, -1.0f / 6, 1.0f / 6, 1.0f / 6, 1.0f}};
+
+/// The inverse transform a row of the 6x6 domain at a time: row e0 of output channel co's
+/// S (position e0 * 6 + e1 at S + e1 * estride, n input channels) after G^T along e1,
+/// weighted by kGt's column e0, into the filters acc[tap * ld + l] (row 0 sets them).
+void accumulate_filter_row(const float* S, i64 estride, i64 n, int e0, float* acc, i64 ld) {
+  for (i64 c0 = 0; c0 < n; c0 += 16) {
+    v16 s[6], t[3];
+    for (int e1 = 0; e1 < 6; ++e1) s[e1] = load_part(S + e1 * estride + c0, 0, n - c0);
+    gt6(s, t);
+    for (int b0 = 0; b0 < 3; ++b0) {
+      const float w = kGt[b0][e0];
+      if (w == 0.0f && e0 > 0) continue;
+      for (int b1 = 0; b1 < 3; ++b1) {
+        float* a = acc + (b0 * 3 + b1) * ld + c0;
+        store(a, e0 == 0 ? (w == 0.0f ? v16{} : w * t[b1]) : load(a) + w * t[b1]);
+      }
     }
   }
 }
@@ -1077,11 +1113,16 @@ void run_fused(const ConvProblem& p, const Job& j, const GwPlan& g, const float*
           const i64 gr = b / (g.nco * g.nci), co0 = (b / g.nci) % g.nco * g.cb, cib = b % g.nci, ci0 = cib * g.ib;
           if (v_half(gr, cib) != h) transform_half(1 - h, lines);
           const i64 m = std::min(g.cb, j.Co - co0), n = std::min(g.ib, j.Ci - ci0);
-          for (i64 e = 0; e < kE; ++e)
-            gemm_dv(g, m, n, j.rows * j.tw, D + (gr * kE + e) * g.de + co0 * g.ld, V + (gr * kE + e) * g.ve + ci0 / kVL * g.vp,
-                    0.0f, Sb + e * g.es, g.ib);
-          for (i64 co = co0; co < co0 + m; ++co)
-            inverse_filters(p, j, Sb + (co - co0) * g.ib, g.es, ci0, ci0 + n, dw, gr, co);
+          float* acc = Sb + g.acc_off;  // [co - co0][tap][ib]
+          for (int e0 = 0; e0 < kAlpha; ++e0) {
+            for (int e1 = 0; e1 < kAlpha; ++e1) {
+              const i64 e = e0 * kAlpha + e1;
+              gemm_dv(g, m, n, j.rows * j.tw, D + (gr * kE + e) * g.de + co0 * g.ld,
+                      V + (gr * kE + e) * g.ve + ci0 / kVL * g.vp, 0.0f, Sb + e1 * g.es, g.ib);
+            }
+            for (i64 co = 0; co < m; ++co) accumulate_filter_row(Sb + co * g.ib, g.es, n, e0, acc + co * 9 * g.ib, g.ib);
+          }
+          for (i64 co = 0; co < m; ++co) store_filters(p, j, acc + co * 9 * g.ib, g.ib, ci0, n, dw, gr, co0 + co);
         }
       }
     }
