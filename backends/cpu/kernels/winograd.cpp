@@ -702,9 +702,9 @@ struct GwPlan {
   i64 cb = 0, ib = 0, nco = 0, nci = 0;  ///< block sizes and counts per group
   i64 es = 0;                            ///< S row's e1 stride: + 16 floats, off a multiple of 4 KiB
   i64 s_block = 0, acc_off = 0;          ///< floats of one slot's S row and filters; the filters' offset
-  // Workspace (float offsets): S [g][e][co][ci] (fused: one S block per slot), V, D, then
-  // per slot: dy's phase lines and 6 transposed source rows. Sliced: all of that once per
-  // slice (slice_size floats apart; a slice's lines are its one slot's).
+  // Workspace (float offsets): S [g][e][co][ci] (fused: per slot an S row and a block's
+  // filters), V, D, then per slot: dy's phase lines and 6 transposed source rows. Sliced:
+  // all of that once per slice (slice_size floats apart; a slice's lines are its one slot's).
   i64 v_off = 0, d_off = 0, line_off = 0, rows_off = 0, line_size = 0, total = 0;
 
   /// Sliced (several chunks, at most kMaxSlices hardware threads): chunk c belongs to slice
