@@ -88,7 +88,7 @@ inline vnat loadn_part(const float* p, i64 lo, i64 hi) {
 #endif
 }
 
-/// The same for 16 lanes (inverse_filters' vectors of 16 input channels).
+/// The same for 16 lanes (accumulate_filter_row's vectors of 16 input channels).
 inline v16 load_part(const float* p, i64 lo, i64 hi) {
   if (lo <= 0 && hi >= 16) return load(p);  // whole vectors: one load
   alignas(64) float lanes[16];
@@ -960,37 +960,15 @@ void store_filters(const ConvProblem& p, const Job& j, const float* g, i64 gstri
   }
 }
 
-/// dw[gr*Co + co][ci][3x3] = G^T S_e G for the input channels ci in [ci0, ci1), 16 per
-/// vector. S holds output channel co's row: S[e * estride + ci - ci0].
-void inverse_filters(const ConvProblem& p, const Job& j, const float* S, i64 estride, i64 ci0, i64 ci1, float* dw,
-                     i64 gr, i64 co) {
-  for (i64 c0 = ci0; c0 < ci1; c0 += 16) {
-    const i64 n = std::min<i64>(16, ci1 - c0);
-    v16 t[kAlpha][3];  // t[e0]: row e0 of S after G^T along the columns
-    for (int e0 = 0; e0 < kAlpha; ++e0) {
-      v16 s[6];
-      for (int e1 = 0; e1 < 6; ++e1) s[e1] = load_part(S + (e0 * 6 + e1) * estride + (c0 - ci0), 0, n);
-      gt6(s, t[e0]);
-    }
-    alignas(64) float g[9][16];
-    for (int b1 = 0; b1 < 3; ++b1) {
-      const v16 col[6] = {t[0][b1], t[1][b1], t[2][b1], t[3][b1], t[4][b1], t[5][b1]};
-      v16 o[3];
-      gt6(col, o);
-      for (int b0 = 0; b0 < 3; ++b0) store(g[b0 * 3 + b1], o[b0]);
-    }
-    store_filters(p, j, g[0], 16, c0, n, dw, gr, co);
-  }
-}
-
 /// gt6 as a matrix: row b0 of the filter takes row e0 of the 6x6 domain kGt[b0][e0] times.
 constexpr float kGt[3][kAlpha] = {{0.25f, -1.0f / 6, -1.0f / 6, 1.0f / 24, 1.0f / 24, 0.0f},
                                   {0.0f, -1.0f / 6, 1.0f / 6, 1.0f / 12, -1.0f / 12, 0.0f},
                                   {0.0f, -1.0f / 6, -1.0f / 6, 1.0f / 6, 1.0f / 6, 1.0f}};
 
-/// The inverse transform a row of the 6x6 domain at a time: row e0 of output channel co's
-/// S (position e0 * 6 + e1 at S + e1 * estride, n input channels) after G^T along e1,
-/// weighted by kGt's column e0, into the filters acc[tap * ld + l] (row 0 sets them).
+/// The inverse transform dw = G^T S_e G, a row of the 6x6 domain at a time: row e0 of
+/// output channel co's S (position e0 * 6 + e1 at S + e1 * estride, n input channels)
+/// after G^T along e1, weighted by kGt's column e0, into the filters acc[tap * ld + l]
+/// (row 0 sets them; ld >= n rounded up to 16). store_filters then writes them to dw.
 void accumulate_filter_row(const float* S, i64 estride, i64 n, int e0, float* acc, i64 ld) {
   for (i64 c0 = 0; c0 < n; c0 += 16) {
     v16 s[6], t[3];
@@ -1149,6 +1127,8 @@ void run_grad_weights(const ConvProblem& p, const ConvTensors& t, const ConvCont
   // The inverse transform, one task per output channel, of S plus the other slices' S.
   auto inverse_all = [&] {
     parallel(j.G * j.Co, [&](i64 a, i64 b) {
+      const i64 ld = round_up(j.Ci, 16);
+      std::vector<float> acc(static_cast<std::size_t>(9 * ld));
       for (i64 task = a; task < b; ++task) {
         const i64 gr = task / j.Co, co = task % j.Co;
         float* s0 = S + (gr * kE * j.Co + co) * j.Ci;
@@ -1158,7 +1138,9 @@ void run_grad_weights(const ConvProblem& p, const ConvTensors& t, const ConvCont
             const float* __restrict src = dst + k * g.slice_size;
             for (i64 ci = 0; ci < j.Ci; ++ci) dst[ci] += src[ci];
           }
-        inverse_filters(p, j, s0, j.Co * j.Ci, 0, j.Ci, dw, gr, co);
+        for (int e0 = 0; e0 < kAlpha; ++e0)
+          accumulate_filter_row(s0 + e0 * kAlpha * j.Co * j.Ci, j.Co * j.Ci, j.Ci, e0, acc.data(), ld);
+        store_filters(p, j, acc.data(), ld, 0, j.Ci, dw, gr, co);
       }
     });
   };
