@@ -13,6 +13,9 @@
 ///   optional: static void kernel_packing_a(g, kc, a_src, a_dst, b, c, m, n, first, pf);
 ///     kernel() on the A sliver where it is stored (first element at a_src), leaving it
 ///     packed at a_dst for the sliver's other calls
+///   optional: static void kernel_packing_b(g, kc, a, b_src, b_dst, c, m, n, first, pf);
+///     kernel() on a plain stored B sliver (depth row k at b_src + k*ldb), leaving it
+///     packed at b_dst for the tile's other A slivers
 ///
 /// The A sliver layout is the traits' business (pack_a and kernel agree on it). A packed
 /// B sliver is dst[k*kNR + j], zero-padded past n. `first` is true for the first depth
@@ -33,7 +36,8 @@
 ///   tasks = column tiles of C (times row tiles when C has few columns; op(B) is then
 ///   packed once up front if it is a single tile), times depth parts when K is long and
 ///   C small (depth_parts; summed into C at the end); in a task, per depth block,
-///   the tile's B block is packed (it stays in L2), then each A sliver is packed right
+///   the tile's B block is packed (it stays in L2; by the first A sliver's kernel calls
+///   where the traits can, kernel_packing_b), then each A sliver is packed right
 ///   before use into a small buffer (it stays in L1), by the sliver's first kernel call
 ///   where the traits can (kernel_packing_a), and the kernel runs over the tile's B
 ///   slivers. With transA the next kAPanel slivers' depth rows are prefetched meanwhile.

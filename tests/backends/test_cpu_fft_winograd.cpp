@@ -344,6 +344,17 @@ std::vector<float> run_float(const ConvAlgorithm& a, const ConvProblem& p, Threa
   return output_of(p, x, w, y);
 }
 
+/// p's result with no pool, bit for bit, with 1, 2 and 3 threads too.
+void check_same_bits_on_any_pool(const ConvAlgorithm& a, const ConvProblem& p) {
+  ThreadPool one(1), two(2), three(3);
+  const std::vector<float> first = run_float(a, p, nullptr);
+  for (ThreadPool* pool : {&one, &two, &three}) {
+    const std::vector<float> other = run_float(a, p, pool);
+    INFO(pool->size() << " threads");
+    CHECK(std::memcmp(first.data(), other.data(), first.size() * sizeof(float)) == 0);
+  }
+}
+
 TEST_CASE("cpu.winograd grad weights in chunks: every workspace limit, the same bits on any pool", "[cpu][winograd]") {
   // Enough tiles (and channels) for several chunks of tiles at full workspace on any L2 up
   // to 2 MiB: with 2..8 hardware threads each chunk then goes to a slice with its own S.
@@ -355,7 +366,7 @@ TEST_CASE("cpu.winograd grad weights in chunks: every workspace limit, the same 
   ConvProblem p = make({.dir = ConvDirection::grad_weights, .x = {batch, 20, 46, 45}, .w = {24, 20, 3, 3},
                         .border = BorderMode(1), .dtype = DType::float32});
   const std::size_t full = a.workspace_bytes(p);
-  ThreadPool one(1), two(2), three(3);
+  ThreadPool two(2);
   int plans = 0;
   for (std::size_t limit = full; plans < 8; limit = limit * 3 / 5) {
     p.workspace_limit = limit;
@@ -363,19 +374,14 @@ TEST_CASE("cpu.winograd grad weights in chunks: every workspace limit, the same 
     INFO("workspace limit " << limit << " of " << full);
     CHECK(a.workspace_bytes(p) <= limit);
     CHECK(rel_error(a, p, &two) <= 5e-5);
-    const std::vector<float> first = run_float(a, p, nullptr);
-    for (ThreadPool* pool : {&one, &two, &three}) {
-      const std::vector<float> other = run_float(a, p, pool);
-      INFO(pool->size() << " threads");
-      CHECK(std::memcmp(first.data(), other.data(), first.size() * sizeof(float)) == 0);
-    }
+    check_same_bits_on_any_pool(a, p);
     ++plans;
   }
   CHECK(plans >= 3);
 }
 
 TEST_CASE("cpu.winograd grad weights in one chunk: halves of channel blocks, the same bits on any pool", "[cpu][winograd]") {
-  // Few tiles (at most 50 here): one chunk, computed per block of 64 x 64 channels in two
+  // Few tiles (at most 18 here): one chunk, computed per block of 64 x 64 channels in two
   // halves of the output-channel blocks, each with its own input-channel half. Odd block
   // counts, groups (the halves split within and between groups), 3D (depth taps as
   // channels), flips, and one block (an empty second half) must all match the reference
@@ -390,18 +396,13 @@ TEST_CASE("cpu.winograd grad weights in one chunk: halves of channel blocks, the
        .flip = true, .dtype = DType::float32},
       {.dir = ConvDirection::grad_weights, .x = {1, 3, 6, 7}, .w = {1, 3, 3, 3}, .dtype = DType::float32},
   };
-  ThreadPool one(1), two(2), three(3);
+  ThreadPool two(2);
   for (const Spec& s : specs) {
     const ConvProblem p = make(s);
     INFO(p.key());
     REQUIRE(a.applicable(p).is_ok());
     CHECK(rel_error(a, p, &two) <= 5e-5);
-    const std::vector<float> first = run_float(a, p, nullptr);
-    for (ThreadPool* pool : {&one, &two, &three}) {
-      const std::vector<float> other = run_float(a, p, pool);
-      INFO(pool->size() << " threads");
-      CHECK(std::memcmp(first.data(), other.data(), first.size() * sizeof(float)) == 0);
-    }
+    check_same_bits_on_any_pool(a, p);
   }
 }
 
