@@ -161,7 +161,8 @@ std::int64_t conv_output_size(std::int64_t i, std::int64_t k, std::int64_t s, st
   const std::int64_t dk = dilated(who, k, d);
   const std::int64_t padded = checked_add(checked_add(i, p0, who, "input size + padding"), p1, who, "input size + padding");
   // Python floor division: a negative numerator must round down.
-  return detail::floor_div(checked_sub(padded, dk, who, "padded input size - dilated kernel size"), s) + 1;
+  return checked_add(detail::floor_div(checked_sub(padded, dk, who, "padded input size - dilated kernel size"), s), 1,
+                     who, "output size (padded input - dilated kernel) / stride + 1");
 }
 
 std::int64_t get_conv_shape_1axis(std::int64_t image, std::int64_t kernel, const BorderMode& border,
@@ -246,7 +247,7 @@ std::int64_t get_conv_gradweights_shape_1axis(std::int64_t image, std::int64_t t
     k = checked_add(checked_add(image, p0, who, "input size + padding"), p1, who, "input size + padding") - top;
   }
   if (k < 0 || k % dilation != 0) return kUnknown;
-  return k / dilation + 1;
+  return checked_add(k / dilation, 1, "get_conv_gradweights_shape_1axis", "filter size (extent - 1) / dilation + 1");
 }
 
 std::vector<std::int64_t> get_conv_gradweights_shape(const std::vector<std::int64_t>& image,

@@ -306,6 +306,13 @@ std::vector<Case> conv_cases() {
        [] { conv_output_size(5, 3, 0, 1, 0, 0); }},
       {"conv_output_size: dilation overflows", Kind::shape, {"conv_output_size", "dilated kernel", "overflows"},
        [] { conv_output_size(5, 3, 1, std::numeric_limits<std::int64_t>::max(), 0, 0); }},
+      // Found by the conv fuzzer: a kernel of size 0 at dilation 2 has dilated extent -1, so
+      // padded - extent is the largest int64 and the + 1 overflowed.
+      {"conv_output_size: output size overflows", Kind::shape, {"conv_output_size", "output size", "overflows"},
+       [] { conv_output_size(std::numeric_limits<std::int64_t>::max() - 1, 0, 1, 2, 0, 0); }},
+      {"get_conv_gradweights_shape_1axis: filter size overflows", Kind::shape,
+       {"get_conv_gradweights_shape_1axis", "filter size", "overflows"},
+       [] { get_conv_gradweights_shape_1axis(std::numeric_limits<std::int64_t>::max(), 0, "valid", 0, 1, 1); }},
   };
 }
 
