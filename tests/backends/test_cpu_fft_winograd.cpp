@@ -313,6 +313,12 @@ TEST_CASE("cpu.winograd F(4x4,3x3) matches the reference within the fp32 bound",
     check_winograd({.x = {2, 3, 13, 11}, .w = {4, 3, 3, 3}, .dilation = {2, 2}, .border = BorderMode(2), .flip = flip}, 5e-5);
     check_winograd({.x = {1, 4, 17, 10}, .w = {6, 2, 3, 3}, .dilation = {3, 2}, .border = BorderMode({{1, 4}, {0, 2}}),
                     .groups = 2, .flip = flip}, 5e-5);
+    // ... of equal sizes (one engine run over the phases stacked as a batch: 8 phases here,
+    // groups of 2, 2, 1 and 1 below) ...
+    check_winograd({.x = {2, 3, 16, 12}, .w = {4, 3, 3, 3}, .dilation = {4, 2}, .border = BorderMode({{4, 4}, {2, 2}}),
+                    .flip = flip}, 5e-5);
+    check_winograd({.x = {1, 6, 10, 9}, .w = {4, 3, 3, 3}, .dilation = {3, 2}, .border = BorderMode({{3, 3}, {2, 2}}),
+                    .groups = 2, .flip = flip}, 5e-5);
     // ... phases with no outputs (inputs no output reads: zero gradient) ...
     check_winograd({.x = {2, 2, 7, 5}, .w = {3, 2, 3, 3}, .dilation = {3, 2}, .border = BorderMode("valid"), .flip = flip}, 5e-5);
     // ... and outputs whose phase has no inputs (they read only padding).
@@ -403,6 +409,35 @@ TEST_CASE("cpu.winograd grad weights in one chunk: halves of channel blocks, the
     REQUIRE(a.applicable(p).is_ok());
     CHECK(rel_error(a, p, &two) <= 5e-5);
     check_same_bits_on_any_pool(a, p);
+  }
+}
+
+TEST_CASE("cpu.winograd dilated: phases batched, or one at a time under a workspace limit", "[cpu][winograd]") {
+  // Dilation (3, 2) on 10 x 9: six phases, in groups of equal sub-images of 2, 2, 1 and 1,
+  // each group one engine run at full workspace; under a tighter limit each phase runs
+  // alone in a shared buffer. Every plan, every direction: the reference, and the same bits
+  // with no pool and with 1, 2 or 3 threads.
+  const ConvAlgorithm& a = algo("cpu.winograd");
+  ThreadPool two(2);
+  for (ConvDirection dir : kDirs) {
+    ConvProblem p = make({.dir = dir, .x = {3, 6, 10, 9}, .w = {8, 6, 3, 3}, .dilation = {3, 2},
+                          .border = BorderMode({{3, 3}, {2, 2}}), .dtype = DType::float32});
+    // Each plan (workspace size) once, down to the smallest that applies.
+    std::size_t last = 0;
+    int plans = 0;
+    for (std::size_t limit = a.workspace_bytes(p); limit > 0; limit = limit * 15 / 16) {
+      p.workspace_limit = limit;
+      if (!a.applicable(p).is_ok()) break;
+      const std::size_t need = a.workspace_bytes(p);
+      CHECK(need <= limit);
+      if (need == last) continue;
+      last = need;
+      INFO(p.key() << ", workspace " << need);
+      CHECK(rel_error(a, p, &two) <= 5e-5);
+      check_same_bits_on_any_pool(a, p);
+      ++plans;
+    }
+    CHECK(plans >= 2);
   }
 }
 
