@@ -51,6 +51,12 @@ constexpr i64 kWgradCols = 256;
 struct Plan {
   ConvGeometry g;
   bool pointwise = false;
+  /// float32 grad weights of a 1x1 filter at a stride, every output inside the input (a
+  /// ResNet projection shortcut): x is subsampled into the workspace once, [N][C][out], and
+  /// the GEMM reads it as the pointwise one does. Through the column source the GEMM's
+  /// packer transposed a gathered copy of it per tile: res_down_1x1 (8x256x28x28 -> 512,
+  /// stride 2), 2 threads, Zen 4, 2.8 ms, against 2.1 for the same GEMM at stride 1.
+  bool subsample = false;
   i64 rows = 0;          ///< column-matrix rows of all groups: C * KS
   i64 seg_len = 0;       ///< output positions per segment (the last one of an image may be shorter)
   i64 segs_per_image = 0;
@@ -76,7 +82,17 @@ Plan make_plan(const ConvProblem& p) {
   pl.pointwise = g.is_pointwise();
   pl.rows = g.C * g.ker_numel;
   const i64 P = g.out_numel;
-  if (p.dtype == DType::float32) return pl;  // no column buffer (FusedRunner)
+  if (p.dtype == DType::float32) {  // no column buffer (FusedRunner)
+    bool inside = g.ker_numel == 1 && p.direction == ConvDirection::grad_weights && !pl.pointwise;
+    for (std::size_t a = 0; a < 3; ++a) inside = inside && g.pad[a] == 0 && (g.out[a] - 1) * g.stride[a] < g.in[a];
+    i64 bytes = 0;
+    if (inside && detail::try_mul(g.N * g.C, P * 4, bytes) &&
+        static_cast<std::size_t>(bytes) <= p.workspace_limit) {
+      pl.subsample = true;
+      pl.workspace = static_cast<std::size_t>(bytes);
+    }
+    return pl;
+  }
   const i64 row_bytes = pl.rows * static_cast<i64>(pl.elem);  // column bytes per position
   const i64 limit = static_cast<i64>(std::min<std::size_t>(p.workspace_limit, std::size_t{1} << 62));
   const i64 min_len = std::min(P, kMinSegment);
@@ -281,15 +297,34 @@ class FusedRunner {
       std::fill(w_, w_ + g_.G * dw, 0.0f);
       return;
     }
+    const float* x = x_;
+    if (pl_.subsample) {  // x[n][c][out * stride] into the workspace, one plane per task
+      auto* xs = static_cast<float*>(ctx_.workspace);
+      parallel_over(ctx_, g_.N * g_.C, [&](i64 b, i64 e) {
+        for (i64 plane = b; plane < e; ++plane) {
+          const float* in = x_ + plane * g_.in_numel;
+          float* out = xs + plane * P_;
+          for (i64 o0 = 0; o0 < g_.out[0]; ++o0)
+            for (i64 o1 = 0; o1 < g_.out[1]; ++o1) {
+              const float* row = in + (o0 * g_.stride[0] * g_.in[1] + o1 * g_.stride[1]) * g_.in[2];
+              const i64 s2 = g_.stride[2];
+              for (i64 o2 = 0; o2 < g_.out[2]; ++o2) *out++ = row[o2 * s2];
+            }
+        }
+      });
+      x = xs;
+    }
+    const bool plain = pl_.pointwise || pl_.subsample;  // B is x's planes as stored
+    const i64 plane = plain ? P_ : g_.in_numel;
     each(g_.G, 2, [&](i64 grp, ThreadPool* pool) {
       const Source src{&g_, image(0, grp), g_.C * g_.in_numel};
       const PanelSource ps{nullptr, &src, &Source::rows};
       SgemmExt ext;
       ext.batch = g_.N;
       ext.a_stride = g_.K * P_;
-      ext.b_stride = g_.C * g_.in_numel;
-      ext.b_source = pl_.pointwise ? nullptr : &ps;
-      sgemm_ex(false, true, g_.Kg, rows_, P_, 1.0f, y_ + grp * g_.Kg * P_, P_, image(0, grp), P_, 0.0f,
+      ext.b_stride = g_.C * plane;
+      ext.b_source = plain ? nullptr : &ps;
+      sgemm_ex(false, true, g_.Kg, rows_, P_, 1.0f, y_ + grp * g_.Kg * P_, P_, x + grp * g_.Cg * plane, P_, 0.0f,
                w_ + grp * dw, rows_, ext, pool);
     });
   }
@@ -441,7 +476,7 @@ class CorrMMAlgorithm final : public ConvAlgorithm {
     const double eff = p.direction == ConvDirection::forward       ? gemm_efficiency(p.Kg(), cols, rows)
                        : p.direction == ConvDirection::grad_inputs ? gemm_efficiency(rows, cols, p.Kg())
                                                                    : gemm_efficiency(p.Kg(), rows, cols);
-    const double elements = ConvGeometry(p).is_pointwise()
+    const double elements = ConvGeometry(p).is_pointwise() || make_plan(p).subsample
                                 ? 0.0
                                 : static_cast<double>(rows * p.G) * static_cast<double>(cols * p.N);
     const bool f64 = computes_in_float64(p);

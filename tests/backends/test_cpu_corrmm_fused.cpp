@@ -5,6 +5,7 @@
 // column tiles, panel tails) in all three directions against the float64 reference.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -147,6 +148,37 @@ TEST_CASE("corrmm fused: grad weights over many images: partial sums inside the 
   const auto one = run_cpu_conv(*corrmm, p, reals, nullptr).out;
   CHECK(max_abs_diff(run_cpu_conv(*corrmm, p, reals, &p2).out, one) == 0.0);
   CHECK(max_abs_diff(run_cpu_conv(*corrmm, p, reals, &p3).out, one) == 0.0);
+}
+
+TEST_CASE("corrmm fused: strided 1x1 grad weights on subsampled x, or through the column source under a limit",
+          "[backends][conv][cpu][corrmm]") {
+  // A 1x1 filter at a stride whose outputs all read inside x: grad weights subsamples x into
+  // the workspace and runs the pointwise GEMM; with no workspace it packs through the
+  // column source as before. Both match the reference, integers exactly, on any pool. 2-D
+  // (stride 2 on 8x9 / 9x8 planes, groups) and 3-D (strides 2, 1, 3).
+  const auto corrmm = make_cpu_corrmm_algorithm();
+  ThreadPool p2(2), p3(3);
+  const std::vector<ConvCase> cases = {
+      make_conv_case("1x1 s2", {3, 20, 8, 9}, {24, 20, 1, 1}, "valid", {2, 2}),
+      make_conv_case("1x1 s2 grouped", {2, 12, 9, 8}, {18, 4, 1, 1}, "valid", {2, 2}, {}, false, 3),
+      make_conv_case("1x1x1 s(2,1,3)", {2, 5, 5, 4, 10}, {7, 5, 1, 1, 1}, "valid", {2, 1, 3}),
+  };
+  for (const ConvCase& c : cases)
+    for (std::size_t limit : {std::numeric_limits<std::size_t>::max(), std::size_t{0}}) {
+      ConvProblem p = c.problem(ConvDirection::grad_weights, DType::float32);
+      p.workspace_limit = limit;
+      INFO(c.name << " workspace limit " << limit);
+      REQUIRE(corrmm->applicable(p));
+      CHECK((corrmm->workspace_bytes(p) > 0) == (limit > 0));  // x subsampled only when it fits
+      const ConvOperands ints = make_operands(p, 41, /*integers=*/true), reals = make_operands(p, 42);
+      const ConvProblem p64 = c.problem(ConvDirection::grad_weights, DType::float64);
+      CHECK(max_abs_diff(run_cpu_conv(*corrmm, p, ints, &p2).out, reference_output(p64, ints)) == 0.0);
+      const auto ref = reference_output(p64, reals);
+      const auto one = run_cpu_conv(*corrmm, p, reals, nullptr).out;
+      CHECK(max_abs_diff(one, ref) <= 1e-4 * std::max(1.0, max_abs(ref)));
+      CHECK(max_abs_diff(run_cpu_conv(*corrmm, p, reals, &p2).out, one) == 0.0);
+      CHECK(max_abs_diff(run_cpu_conv(*corrmm, p, reals, &p3).out, one) == 0.0);
+    }
 }
 
 TEST_CASE("corrmm fused: the forward epilogue is applied on every tile", "[backends][conv][cpu][corrmm]") {
