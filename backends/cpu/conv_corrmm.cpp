@@ -1,6 +1,7 @@
 // "cpu.corrmm": im2col + GEMM (Theano's CorrMM and Corr3dMM in one N-d code path).
 //
-// float32 (FusedRunner) never materialises the column matrix: the GEMM packs its B panels
+// float32 (FusedRunner) never materialises the column matrix (one exception: a strided 1x1
+// filter's grad weights subsamples x into the workspace, see Plan::subsample): the GEMM packs its B panels
 // straight from the image (im2col_pack; sgemm.hpp PanelSource), grad weights is one
 // batch-reduce GEMM over all images (the GEMM splits its long depth among the threads
 // when dW is small), and grad inputs scatters each small column tile (col2im) while it
@@ -82,7 +83,7 @@ Plan make_plan(const ConvProblem& p) {
   pl.pointwise = g.is_pointwise();
   pl.rows = g.C * g.ker_numel;
   const i64 P = g.out_numel;
-  if (p.dtype == DType::float32) {  // no column buffer (FusedRunner)
+  if (p.dtype == DType::float32) {  // no column buffer (FusedRunner), at most the subsampled x
     bool inside = g.ker_numel == 1 && p.direction == ConvDirection::grad_weights && !pl.pointwise;
     for (std::size_t a = 0; a < 3; ++a) inside = inside && g.pad[a] == 0 && (g.out[a] - 1) * g.stride[a] < g.in[a];
     i64 bytes = 0;

@@ -77,7 +77,7 @@ TEST_CASE("corrmm: chunking under a small workspace_limit gives identical result
 
 TEST_CASE("corrmm: run() refuses a workspace smaller than it asked for", "[backends][conv][cpu][corrmm]") {
   const auto corrmm = make_cpu_corrmm_algorithm();
-  // float64's column buffer (float32 asks for none).
+  // float64's column buffer (float32 asks for none but a strided 1x1 filter's subsampled x).
   for (const auto& [dir, dtype] : {std::pair{ConvDirection::forward, DType::float64},
                                    std::pair{ConvDirection::grad_weights, DType::float64}}) {
     const ConvProblem p = conv_chunking_cases().front().problem(dir, dtype);

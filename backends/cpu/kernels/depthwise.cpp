@@ -190,7 +190,8 @@ void copy_plane(const PlaneGeom& pg, const T* src, T* buf) {
           if (jlo < jhi) copy_strided(dst + r * pg.Lp + jlo, sr + jlo * s2 + first, jhi - jlo, s2);
         }
       } else {
-        // Upsampled by up (stride 1): source i at buffer index i * up + pad, the gaps stay zero.
+        // Upsampled by up (grad inputs, whose geometry has stride 1): source i at buffer index
+        // i * up + pad, the gaps stay zero.
         const i64 up = pg.up[2], pad = pg.pad[2];
         const i64 ilo = std::min(pg.src_len[2], ceil_div_any(-pad, up)), ihi = std::min(pg.src_len[2], ceil_div_any(pg.Lp - pad, up));
         for (i64 i = ilo; i < ihi; ++i) dst[i * up + pad] = sr[i];
