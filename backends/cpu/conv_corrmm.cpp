@@ -299,19 +299,10 @@ class FusedRunner {
       return;
     }
     const float* x = x_;
-    if (pl_.subsample) {  // x[n][c][out * stride] into the workspace, one plane per task
+    if (pl_.subsample) {  // x[n][c][out * stride] into the workspace: a 1x1 filter's im2col, a plane per task
       auto* xs = static_cast<float*>(ctx_.workspace);
       parallel_over(ctx_, g_.N * g_.C, [&](i64 b, i64 e) {
-        for (i64 plane = b; plane < e; ++plane) {
-          const float* in = x_ + plane * g_.in_numel;
-          float* out = xs + plane * P_;
-          for (i64 o0 = 0; o0 < g_.out[0]; ++o0)
-            for (i64 o1 = 0; o1 < g_.out[1]; ++o1) {
-              const float* row = in + (o0 * g_.stride[0] * g_.in[1] + o1 * g_.stride[1]) * g_.in[2];
-              const i64 s2 = g_.stride[2];
-              for (i64 o2 = 0; o2 < g_.out[2]; ++o2) *out++ = row[o2 * s2];
-            }
-        }
+        for (i64 plane = b; plane < e; ++plane) im2col(g_, x_ + plane * g_.in_numel, 1, 0, P_, xs + plane * P_);
       });
       x = xs;
     }

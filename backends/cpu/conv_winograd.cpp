@@ -87,7 +87,7 @@ std::vector<PhaseGroup> phase_groups(const std::vector<Phase>& phases, bool batc
 }
 
 /// Workspace of a dilated problem: the gathered x-side and y-side sub-images, a filter
-/// for grad_weights' groups, then the largest group's own workspace. Where the limit
+/// for grad_weights when it sums several groups, then the largest group's own workspace. Where the limit
 /// allows, every phase's sub-images at once (all_phases: each side is gathered and
 /// scattered in one pass over its tensor, which reads every cache line once instead of
 /// once per phase: the per-phase copies were about a fifth of dilated_3x3's grad inputs on
@@ -97,6 +97,7 @@ struct DilatedPlan {
   bool all_phases = false;
   std::vector<PhaseGroup> groups;
   std::vector<std::size_t> xs_off, ys_off;  ///< per group (all_phases), else one shared entry
+  bool sum_groups = false;  ///< grad weights of several groups: each into w_off, added to w
   std::size_t w_off = 0, sub_off = 0, total = 0;
   std::string why;  ///< non-empty: does not fit p.workspace_limit
 };
@@ -120,7 +121,8 @@ DilatedPlan dilated_plan(const ConvProblem& p, const std::vector<Phase>& phases,
   }
   pl.w_off = off;
   pl.sub_off = pl.w_off;
-  if (p.direction == ConvDirection::grad_weights) pl.sub_off += align64(static_cast<std::size_t>(p.w_numel()) * 4);
+  pl.sum_groups = p.direction == ConvDirection::grad_weights && pl.groups.size() != 1;
+  if (pl.sum_groups) pl.sub_off += align64(static_cast<std::size_t>(p.w_numel()) * 4);
   if (pl.sub_off > p.workspace_limit) {
     pl.why = msg("cpu.winograd: dilation ", p.dilation[0], "x", p.dilation[1], " needs ", pl.sub_off,
                  " bytes of workspace for its sub-images, over the limit of ", p.workspace_limit);
@@ -330,7 +332,6 @@ class WinogradConv final : public ConvAlgorithm {
                             p.key()));
     auto* ws = static_cast<unsigned char*>(ctx.workspace);
     const bool fwd = p.direction == ConvDirection::forward, gi = p.direction == ConvDirection::grad_inputs;
-    const bool gw = !fwd && !gi;
     auto* x = static_cast<float*>(t.x);
     auto* y = static_cast<float*>(t.y);
     auto* w = static_cast<float*>(t.w);
@@ -339,8 +340,8 @@ class WinogradConv final : public ConvAlgorithm {
     sc.workspace = ws + pl.sub_off;
     sc.workspace_bytes = ctx.workspace_bytes - pl.sub_off;
     // Grad weights sums the groups' filters (one group writes w itself).
-    float* wsub = gw && pl.groups.size() != 1 ? reinterpret_cast<float*>(ws + pl.w_off) : w;
-    if (gw && pl.groups.size() != 1) std::memset(w, 0, static_cast<std::size_t>(p.w_numel()) * sizeof(float));
+    float* wsub = pl.sum_groups ? reinterpret_cast<float*>(ws + pl.w_off) : w;
+    if (pl.sum_groups) std::memset(w, 0, static_cast<std::size_t>(p.w_numel()) * sizeof(float));
     // The written side of an empty phase is zero (its outputs read only padding, or no
     // output reads its inputs).
     for (const Phase& ph : phases) {
@@ -383,7 +384,7 @@ class WinogradConv final : public ConvAlgorithm {
         strided_copy<false>(ctx.pool, yp, y, p.out[0], p.out[1], ph.out0, p.dilation, ys, q.out[0], q.out[1]);
       if (!pl.all_phases && gi)
         strided_copy<false>(ctx.pool, xp, x, p.in[0], p.in[1], ph.in0, p.dilation, xs, q.in[0], q.in[1]);
-      if (wsub != w)
+      if (pl.sum_groups)
         for (i64 i = 0; i < p.w_numel(); ++i) w[i] += wsub[i];
     }
     if (pl.all_phases && fwd) phases_copy<false>(ctx.pool, yp, y, p.out[0], p.out[1], p.dilation, yres, yh, yw);

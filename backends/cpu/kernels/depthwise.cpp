@@ -136,9 +136,6 @@ void clear_buffer(const PlaneGeom& pg, T* buf) {
   std::fill(buf, buf + pg.plane, T(0));
 }
 
-/// ceil(a / b) for any a and b > 0, at least 0 (the first index of a range that starts at 0).
-inline i64 ceil_div_any(i64 a, i64 b) { return a <= 0 ? 0 : (a + b - 1) / b; }
-
 /// dst[j] = src[j * s] for j < n: stride 2 (the common strided layer) with the stride known
 /// to the compiler, which then vectorises it (a scalar loop per element was most of
 /// mobilenet_dw_s2's forward time).
@@ -186,14 +183,16 @@ void copy_plane(const PlaneGeom& pg, const T* src, T* buf) {
         // Stride s2: phase r holds source j * s2 + r - pad at index j, for the j that land in the row.
         for (i64 r = 0; r < s2; ++r) {
           const i64 first = r - pg.pad[2];  // the source index of j = 0
-          const i64 jlo = std::min(pg.Lp, ceil_div_any(-first, s2)), jhi = std::min(pg.Lp, ceil_div_any(pg.src_len[2] - first, s2));
+          const i64 jlo = std::clamp<i64>(ceil_div(-first, s2), 0, pg.Lp);
+          const i64 jhi = std::clamp<i64>(ceil_div(pg.src_len[2] - first, s2), 0, pg.Lp);
           if (jlo < jhi) copy_strided(dst + r * pg.Lp + jlo, sr + jlo * s2 + first, jhi - jlo, s2);
         }
       } else {
         // Upsampled by up (grad inputs, whose geometry has stride 1): source i at buffer index
         // i * up + pad, the gaps stay zero.
         const i64 up = pg.up[2], pad = pg.pad[2];
-        const i64 ilo = std::min(pg.src_len[2], ceil_div_any(-pad, up)), ihi = std::min(pg.src_len[2], ceil_div_any(pg.Lp - pad, up));
+        const i64 ilo = std::clamp<i64>(ceil_div(-pad, up), 0, pg.src_len[2]);
+        const i64 ihi = std::clamp<i64>(ceil_div(pg.Lp - pad, up), 0, pg.src_len[2]);
         for (i64 i = ilo; i < ihi; ++i) dst[i * up + pad] = sr[i];
       }
     }
