@@ -48,6 +48,8 @@
 #include "backends/cpu/kernels/isa_begin.hpp"
 #include "backends/cpu/kernels/conv_epilogue.hpp"
 #include "backends/cpu/kernels/native_vec.hpp"
+#include "backends/cpu/kernels/prefetch.hpp"
+#include "backends/cpu/kernels/prefetch.hpp"
 
 namespace convgraph::cpu::CONVGRAPH_ISA_NS {
 namespace {
@@ -135,8 +137,15 @@ struct Job {
   /// instead of all of U up front: on resnet_3x3_7 (512 x 512 channels) U is 38 MB, written
   /// to memory and read back, about 40% of the run on AVX2.
   bool fused_filters = false;
+  /// grad_inputs, fused: a task's filter chunk is a column slice of w (rows k, kMR *
+  /// kChunkKb columns c), copied row by row into its slot (ws_off) before the gather. Read
+  /// in place, every row's few columns were a cache and TLB miss per block of kMR columns,
+  /// rows being a page apart on wide layers: resnet_3x3_7's grad inputs ran 25% longer than
+  /// its forward on one thread (Intel Xeon), the filter gather stalled on those misses.
+  bool slice_filters = false;
   // Workspace (float offsets).
-  i64 u_off = 0, slot_off = 0, slot_size = 0, v_off = 0, m_off = 0, line_off = 0, uc_off = 0, uce = 0, total = 0;
+  i64 u_off = 0, slot_off = 0, slot_size = 0, v_off = 0, m_off = 0, line_off = 0, uc_off = 0, uce = 0, ws_off = 0,
+      total = 0;
 
   explicit Job(const ConvProblem& p) {
     grad = p.direction == ConvDirection::grad_inputs;
@@ -198,7 +207,10 @@ struct Job {
     line_off = m_off + static_cast<i64>(align_bytes(static_cast<std::size_t>(kE * me) * 4) / 4);
     uc_off = line_off + static_cast<i64>(align_bytes(static_cast<std::size_t>((kAlpha + 2) * 4 * Q) * 4) / 4);
     uce = fused_filters ? std::min<i64>(kop, kChunkKb * kMR) * Ci + 16 : 0;  // + 16: off multiples of 4 KiB
-    slot_size = uc_off + static_cast<i64>(align_bytes(static_cast<std::size_t>(kE * uce) * 4) / 4);
+    ws_off = uc_off + static_cast<i64>(align_bytes(static_cast<std::size_t>(kE * uce) * 4) / 4);
+    slice_filters = fused_filters && grad;
+    const i64 slice = slice_filters ? Ci * std::min<i64>(Co, kChunkKb * kMR) * 9 : 0;  // Ci counts the depth taps
+    slot_size = ws_off + static_cast<i64>(align_bytes(static_cast<std::size_t>(slice) * 4) / 4);
     total = slot_off + slots * slot_size;
   }
 
@@ -240,20 +252,58 @@ inline void g3(const V v[3], V o[6]) {
   o[5] = v[2];
 }
 
-/// Transforms the filters of group gr, output channels kb * kMR .. + kMR, into their packed
-/// place: U_e's row block at dst + e * estride (its 16-channel chunk c0 at + c0 * kMR).
-/// stream: whole aligned vectors are stored past the caches (the caller fences them).
-void transform_filter_block(const ConvProblem& p, const Job& j, const float* w, i64 gr, i64 kb, float* dst0,
+/// Where one group's filters are read: filter (k, c) (within the group; depth tap t) at
+/// base + k * row + ((c - col0) * kd + t) * 9. The weights themselves, or (grad_inputs) a
+/// copied column slice of them (Job::slice_filters).
+struct FilterView {
+  const float* base;
+  i64 row, col0;
+};
+
+FilterView group_filters(const ConvProblem& p, const Job& j, const float* w, i64 gr) {
+  const i64 row = p.Cg() * j.kd * 9;
+  return {w + gr * p.Kg() * row, row, 0};
+}
+
+/// Copies the columns [col0, col0 + ncols) of every filter row of group gr into slice
+/// (rows packed), each row one contiguous run, the rows ahead prefetched.
+FilterView slice_filters(const ConvProblem& p, const Job& j, const float* w, i64 gr, i64 col0, i64 ncols,
+                         float* slice) {
+  const FilterView all = group_filters(p, j, w, gr);
+  const i64 len = ncols * j.kd * 9, rows = p.Kg();
+  constexpr i64 kAhead = 8;
+  for (i64 k = 0; k < std::min(rows, kAhead); ++k) prefetch_span(all.base + k * all.row + col0 * j.kd * 9, len);
+  for (i64 k = 0; k < rows; ++k) {
+    if (k + kAhead < rows) prefetch_span(all.base + (k + kAhead) * all.row + col0 * j.kd * 9, len);
+    std::memcpy(slice + k * len, all.base + k * all.row + col0 * j.kd * 9, static_cast<std::size_t>(len) * sizeof(float));
+  }
+  return {slice, len, col0};
+}
+
+/// Transforms the filters of group gr (read through f), output channels kb * kMR .. + kMR,
+/// into their packed place: U_e's row block at dst + e * estride (its 16-channel chunk c0
+/// at + c0 * kMR). stream: whole aligned vectors are stored past the caches (the caller
+/// fences them).
+void transform_filter_block(const ConvProblem& p, const Job& j, const FilterView& f, i64 kb, float* dst0,
                             i64 estride, bool stream) {
-  const i64 Kg = p.Kg(), Cg = p.Cg();
   const bool rot = p.flip != j.grad;  // grad_inputs uses the filter rotated by 180 degrees
   constexpr int kLanes = 16 * kMR;    // (ci, r) pairs of one chunk, in U's packed order
   // A chunk of 16 input channels is 96 filters stored contiguously in every U_e, so the
   // taps are first gathered into that order, then transformed 16 filters per vector and
   // stored as whole vectors.
   alignas(64) float g[9][kLanes];
+  // grad_inputs gathers kMR columns of each of 16 rows k, which the hardware prefetchers
+  // do not follow when the rows are w's (far apart): the next chunk's rows are asked for
+  // while this one is transformed.
+  const i64 co0 = kb * kMR, ncols = std::min<i64>(kMR, j.Co - co0);
+  auto prefetch_rows = [&](i64 c0) {
+    for (i64 cc = c0 / j.kd; cc <= std::min(c0 + 15, j.Ci - 1) / j.kd; ++cc)
+      prefetch_span(f.base + cc * f.row + (co0 - f.col0) * j.kd * 9, ncols * j.kd * 9);
+  };
+  if (j.grad && ncols > 0) prefetch_rows(0);
   for (i64 c0 = 0; c0 < j.Ci; c0 += 16) {
     const i64 cnt = std::min<i64>(16, j.Ci - c0);
+    if (j.grad && ncols > 0 && c0 + 16 < j.Ci) prefetch_rows(c0 + 16);
     for (i64 l = 0; l < 16; ++l) {
       const i64 ci = c0 + l;
       // 3D: depth slice t (reversed when flipping, as the taps are on the other axes).
@@ -265,9 +315,9 @@ void transform_filter_block(const ConvProblem& p, const Job& j, const float* w, 
           for (int tap = 0; tap < 9; ++tap) g[tap][lane] = 0.0f;
           continue;
         }
-        // forward: w[k = gr*Kg + co][c = ci]; grad_inputs: w[k = gr*Kg + ci][c = co].
-        const i64 k = gr * Kg + (j.grad ? cc : co), c = j.grad ? co : cc;
-        const float* wk = w + ((k * Cg + c) * j.kd + t) * 9;
+        // forward: filter (k = co, c = ci); grad_inputs: (k = ci, c = co).
+        const i64 k = j.grad ? cc : co, c = j.grad ? co : cc;
+        const float* wk = f.base + k * f.row + ((c - f.col0) * j.kd + t) * 9;
         for (int tap = 0; tap < 9; ++tap) g[tap][lane] = wk[rot ? 8 - tap : tap];
       }
     }
@@ -311,7 +361,8 @@ void transform_filters(const ConvProblem& p, const Job& j, const float* w, float
   auto body = [&](i64 t0, i64 t1) {
     for (i64 task = t0; task < t1; ++task) {
       const i64 gr = task / nkb, kb = task % nkb;
-      transform_filter_block(p, j, w, gr, kb, U + (gr * kE * nkb + kb) * j.Ci * kMR, nkb * j.Ci * kMR, true);
+      transform_filter_block(p, j, group_filters(p, j, w, gr), kb, U + (gr * kE * nkb + kb) * j.Ci * kMR,
+                             nkb * j.Ci * kMR, true);
     }
     _mm_sfence();
   };
@@ -616,7 +667,11 @@ void run_winograd(const ConvProblem& p, const ConvTensors& t, const ConvContext&
         for (i64 kb0 = part * per_part * kChunkKb; kb0 < nkb; kb0 += kChunkKb) {
           const i64 kb1 = std::min(nkb, kb0 + kChunkKb);
           if (j.fused_filters) {
-            for (i64 kb = kb0; kb < kb1; ++kb) transform_filter_block(p, j, w, gr, kb, Uc + (kb - kb0) * j.Ci * kMR, j.uce, false);
+            const i64 col0 = kb0 * kMR, ncols = std::min(j.Co, kb1 * kMR) - col0;
+            const FilterView f = j.slice_filters ? slice_filters(p, j, w, gr, col0, ncols, S + j.ws_off)
+                                                 : group_filters(p, j, w, gr);
+            for (i64 kb = kb0; kb < kb1; ++kb)
+              transform_filter_block(p, j, f, kb, Uc + (kb - kb0) * j.Ci * kMR, j.uce, false);
             for (int e = 0; e < kE; ++e) gemm_e(j, Uc + e * j.uce, V + e * j.ve, M + e * j.me, kb0, kb1);
           } else {
             for (int e = 0; e < kE; ++e)
