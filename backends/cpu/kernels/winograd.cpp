@@ -253,7 +253,9 @@ inline void g3(const V v[3], V o[6]) {
 }
 
 /// kVL floats at base + offset[i] (i < kVL) where valid[i] is -1, zeros where it is 0: one
-/// gather instruction per call at the AVX2 and AVX-512 levels (kHasGather).
+/// gather instruction per call at the AVX-512 level (kHasGather). Not at AVX2: qemu-user
+/// 7.2, the portability test's Haswell, crashes on ymm gathers, and no AVX2-only machine
+/// has timed them.
 #if CONVGRAPH_ISA_AVX512
 constexpr bool kHasGather = true;
 struct GatherLanes {
@@ -264,19 +266,6 @@ struct GatherLanes {
       : idx(_mm512_loadu_si512(offset)), mask(_mm512_movepi32_mask(_mm512_loadu_si512(valid))) {}
   vnat load(const float* base) const {
     return reinterpret_cast<vnat>(_mm512_mask_i32gather_ps(_mm512_setzero_ps(), mask, idx, base, 4));
-  }
-};
-#elif CONVGRAPH_ISA_AVX2
-constexpr bool kHasGather = true;
-struct GatherLanes {
-  __m256i idx{};
-  __m256 mask{};
-  GatherLanes() = default;
-  GatherLanes(const std::int32_t* offset, const std::int32_t* valid)
-      : idx(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(offset))),
-        mask(_mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(valid)))) {}
-  vnat load(const float* base) const {
-    return reinterpret_cast<vnat>(_mm256_mask_i32gather_ps(_mm256_setzero_ps(), base, idx, mask, 4));
   }
 };
 #else
@@ -328,7 +317,7 @@ void transform_filter_block(const ConvProblem& p, const Job& j, const FilterView
   // taps are first gathered into that order, then transformed 16 filters per vector and
   // stored as whole vectors.
   // The taps of 16 x kMR filters, tap-major: read by the vector gathers of GatherLanes
-  // where the level has them (offset, valid), else copied into g first (one scalar load
+  // where the level has them (AVX-512: offset, valid), else copied into g first (one scalar load
   // and store each; the vector gathers took resnet_3x3_7 (Intel, 2 threads) 4.8 -> 4.65 ms).
   const bool gather = kHasGather && static_cast<double>(p.Kg()) * static_cast<double>(f.row) < 2147483647.0;
   alignas(64) float g[9][kLanes];
