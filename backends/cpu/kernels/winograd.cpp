@@ -292,7 +292,7 @@ FilterView group_filters(const ConvProblem& p, const Job& j, const float* w, i64
 
 /// Copies the columns [col0, col0 + ncols) of every filter row of group gr into slice
 /// (rows packed), each row one contiguous run, the rows ahead prefetched.
-FilterView slice_filters(const ConvProblem& p, const Job& j, const float* w, i64 gr, i64 col0, i64 ncols,
+FilterView copy_filter_slice(const ConvProblem& p, const Job& j, const float* w, i64 gr, i64 col0, i64 ncols,
                          float* slice) {
   const FilterView all = group_filters(p, j, w, gr);
   const i64 len = ncols * j.kd * 9, rows = p.Kg();
@@ -708,7 +708,7 @@ void run_winograd(const ConvProblem& p, const ConvTensors& t, const ConvContext&
           const i64 kb1 = std::min(nkb, kb0 + kChunkKb);
           if (j.fused_filters) {
             const i64 col0 = kb0 * kMR, ncols = std::min(j.Co, kb1 * kMR) - col0;
-            const FilterView f = j.slice_filters ? slice_filters(p, j, w, gr, col0, ncols, S + j.ws_off)
+            const FilterView f = j.slice_filters ? copy_filter_slice(p, j, w, gr, col0, ncols, S + j.ws_off)
                                                  : group_filters(p, j, w, gr);
             for (i64 kb = kb0; kb < kb1; ++kb)
               transform_filter_block(p, j, f, kb, Uc + (kb - kb0) * j.Ci * kMR, j.uce, false);
