@@ -30,7 +30,8 @@
 ///
 /// Blocking comes from the cache sizes read at run time: the depth block KC (at most kKC)
 /// keeps an A sliver in 3/4 of L1, the column tile NC keeps a KC x NC block of B in 3/4 of
-/// L2 (traits may say less: kBBlockL2Eighths), at most 768 KB (see run_sgemm). (There is no MC: A slivers are packed just in time and stream from L3.)
+/// L2 (traits may say less: kBBlockL2Eighths), at most 768 KB (see run_sgemm). (There is
+/// no MC: A slivers are packed just in time and stream from L3.)
 ///
 /// Loop order, chosen so the kernel streams as little as possible from far away:
 ///   tasks = column tiles of C (times row tiles when C has few columns; op(B) is then
