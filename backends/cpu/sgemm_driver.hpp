@@ -374,13 +374,21 @@ void run_sgemm(const GemmArgs& args, ThreadPool* pool) {
   // 64x3136x576 100.5 -> 107, 128x50176x1728 99.5 -> 105, 64x200704x81 94 -> 100.5).
   constexpr bool can_pack_b_in_kernel = requires { &Isa::kernel_packing_b; };
   const bool b_in_kernel = can_pack_b_in_kernel && !g.tb && g.bsrc == nullptr && !shared_b;
+  // Plain stored B over a deep step and few rows of C (forward-like shapes: M <= 256 on a
+  // 2 MB L2): B sliver by B sliver, each packed by the first A sliver's call into a buffer
+  // that stays in L1 and used at once by the tile's other A slivers, all of them packed
+  // (they stay in L2). B's rows are then read from far away a sliver every (s1 - s0)
+  // calls, not the whole block in the first sliver's calls (Intel Xeon, 1 thread, GFLOP/s:
+  // 64x3136x576 188 -> 204, 96x3025x363 180 -> 198, 128x50176x1728 144 -> 156). Below a
+  // depth block of 256 the A-sliver order measured better (64x50176x128 210 -> 190 this way).
+  const bool sliver_outer = b_in_kernel && tile_ms * Isa::kABuf * 4 <= cache.l2 / 4 && kcb >= 256;
   // Grad weights: op(A) stored with the depth along rows (A plain), op(B) too unless a
   // source makes it (B transposed; cpu.corrmm's im2col source: then A's rows alone).
   const bool prefetch_rows = long_k_transposed_b;
   const bool prefetch_b_rows = g.bsrc == nullptr && !shared_b;  // shared_b: packed up front
   const bool prefetch_plain_b = !g.tb && g.bsrc == nullptr && !shared_b;
   run(kparts * tiles, [&](std::int64_t begin, std::int64_t end) {
-    float* abuf = scratch(0, Isa::kABuf);
+    float* abuf = scratch(0, sliver_outer ? tile_ms * Isa::kABuf : Isa::kABuf);
     float* local_b = shared_b ? nullptr : scratch(1, kcb * tile_ns * NR);
     for (std::int64_t t = begin; t < end; ++t) {
       const std::int64_t part = t / tiles, mt = t % tiles / ntiles, nt = t % ntiles;
@@ -399,6 +407,8 @@ void run_sgemm(const GemmArgs& args, ThreadPool* pool) {
         // step's compute, when they fit in half of L2 beside this step's packed block;
         // else B's rows alone when they fit in a quarter (A's then come sliver by sliver).
         PrefetchRows next, next_a;  // the next step's rows; the next A sliver's
+        const float* next_b = nullptr;  // plain B: the next block's first row, kc, columns
+        std::int64_t next_b_kc = 0, next_b_cols = 0;
         bool next_covers_a = false;
         if (prefetch_rows && step + 1 < step1) {
           const std::int64_t nb = (step + 1) / nkb, np0 = (step + 1) % nkb * kcb;
@@ -412,8 +422,8 @@ void run_sgemm(const GemmArgs& args, ThreadPool* pool) {
           else if (ncols > 0 && ncols * nkc * 4 <= cache.l2 / 4)  // B's rows alone (the packer's)
             next = PrefetchRows(nullptr, 0, 0, next_b, g.ldb, ncols, nkc, (s1 - s0) * (j1 - j0));
         } else if (prefetch_plain_b) {
-          // Plain stored B (forward-like shapes: few rows of C, long rows of B): the packer
-          // reads the block's kc rows straight from memory while no FMA runs, so the next
+          // Plain stored B (forward-like shapes: few rows of C, long rows of B): the first A
+          // sliver's calls read the block's kc rows straight from memory, so the next
           // block's rows are fetched during this one's compute: this task's next step, or
           // the first step of the task this thread runs next.
           std::int64_t nstep = step + 1, nj0 = j0, nj1 = j1;
@@ -424,14 +434,52 @@ void run_sgemm(const GemmArgs& args, ThreadPool* pool) {
             nj1 = std::min(nsl, nj0 + tile_ns);
           }
           if (nstep < step1 || next_task) {
-            const std::int64_t nb = nstep / nkb, np0 = nstep % nkb * kcb;
-            const std::int64_t ncols = std::min(N, nj1 * NR) - nj0 * NR;
-            next = PrefetchRows(nullptr, 0, 0, g.B + nb * g.b_stride + np0 * g.ldb + nj0 * NR, g.ldb,
-                                std::min(kcb, K - np0), ncols, (s1 - s0) * (j1 - j0));
+            const std::int64_t np0 = nstep % nkb * kcb;
+            next_b = g.B + nstep / nkb * g.b_stride + np0 * g.ldb + nj0 * NR;
+            next_b_kc = std::min(kcb, K - np0);
+            next_b_cols = std::min(N, nj1 * NR) - nj0 * NR;
+            if (!sliver_outer)  // else its first sliver alone, during this block's last sliver
+              next = PrefetchRows(nullptr, 0, 0, next_b, g.ldb, next_b_kc, next_b_cols, (s1 - s0) * (j1 - j0));
           }
         }
         GemmArgs ga = g;  // A of batch element b
         ga.A += b * g.a_stride;
+        if constexpr (can_pack_b_in_kernel) if (sliver_outer) {  // see sliver_outer
+          const float* b_rows = g.B + b * g.b_stride + p0 * g.ldb;
+          for (std::int64_t j = j0; j < j1; ++j) {
+            const int n = static_cast<int>(std::min<std::int64_t>(NR, N - j * NR));
+            // The next B sliver's rows into L2 during this sliver's calls.
+            // The next B sliver's rows (the next block's first) into L2 during this one's calls.
+            PrefetchRows ahead;
+            if (j + 1 < j1)
+              ahead = PrefetchRows(nullptr, 0, 0, b_rows + (j + 1) * NR, g.ldb, kc,
+                                   std::min<std::int64_t>(NR, N - (j + 1) * NR), s1 - s0);
+            else if (next_b != nullptr)
+              ahead = PrefetchRows(nullptr, 0, 0, next_b, g.ldb, next_b_kc, std::min<std::int64_t>(NR, next_b_cols),
+                                   s1 - s0);
+            for (std::int64_t s = s0; s < s1; ++s) {
+              const int m = static_cast<int>(std::min<std::int64_t>(MR, M - s * MR));
+              float* as = abuf + (s - s0) * Isa::kABuf;
+              float* cj = C + s * MR * gc.ldc + j * NR;
+              const bool first = step == step0;
+              if (s == s0) {
+                if (j == j0) Isa::pack_a(ga, s * MR, m, p0, kc, as);
+                Isa::kernel_packing_b(gc, kc, as, b_rows + j * NR, local_b, cj, m, n, first, &ahead);
+              } else if (j == j0) {
+                if constexpr (pack_in_kernel)
+                  Isa::kernel_packing_a(gc, kc, g.ta ? ga.A + p0 * g.lda + s * MR : ga.A + s * MR * g.lda + p0, as,
+                                        local_b, cj, m, n, first, &ahead);
+                else {
+                  Isa::pack_a(ga, s * MR, m, p0, kc, as);
+                  Isa::kernel(gc, kc, as, local_b, cj, m, n, first, &ahead);
+                }
+              } else {
+                Isa::kernel(gc, kc, as, local_b, cj, m, n, first, &ahead);
+              }
+            }
+          }
+          continue;
+        }
         const float* bp;
         if (shared_b) {
           bp = bpk + p * kcb * Np + j0 * kc * NR;

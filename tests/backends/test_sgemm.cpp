@@ -145,6 +145,8 @@ TEST_CASE("sgemm: larger shapes, several depth blocks and column tiles", "[sgemm
       check_case({ta, tb, 257, 129, 65, 1.0f, 0.0f, 0}, isa, &pool);
       // K past two depth blocks, N past one column tile, M with a short last sliver.
       check_case({ta, tb, 45, 1100, 800, 0.5f, 1.0f, 3}, isa, &pool);
+      // Few rows and deep depth blocks: plain B runs B sliver by B sliver (sliver_outer).
+      check_case({ta, tb, 29, 97, 1000, 1.0f, 0.5f, 1}, isa, nullptr);
       // Few columns and many rows (a 7x7 conv layer): row tiles with a shared B.
       check_case({ta, tb, 700, 49, 520, 1.0f, 0.0f, 0}, isa, &pool);
     }
