@@ -379,9 +379,12 @@ void run_sgemm(const GemmArgs& args, ThreadPool* pool) {
   // that stays in L1 and used at once by the tile's other A slivers, all of them packed
   // (they stay in L2). B's rows are then read from far away a sliver every (s1 - s0)
   // calls, not the whole block in the first sliver's calls (Intel Xeon, 1 thread, GFLOP/s:
-  // 64x3136x576 188 -> 204, 96x3025x363 180 -> 198, 128x50176x1728 144 -> 156). Below a
-  // depth block of 256 the A-sliver order measured better (64x50176x128 210 -> 190 this way).
-  const bool sliver_outer = b_in_kernel && tile_ms * Isa::kABuf * 4 <= cache.l2 / 4 && kcb >= 256;
+  // 64x3136x576 188 -> 204, 96x3025x363 180 -> 198, 128x50176x1728 144 -> 156). On one
+  // thread, below a depth block of 256, C's traffic weighs more and the A-sliver order ran
+  // better (64x200704x81 156 -> 125 this way); on two threads, each pulling its B rows from
+  // the shared L3, this order won there too (64x200704x81 175 -> 255, 81x200704x64 with A
+  // transposed 172 -> 235, 256x3136x64 334 -> 356).
+  const bool sliver_outer = b_in_kernel && tile_ms * Isa::kABuf * 4 <= cache.l2 / 4 && (kcb >= 256 || threads > 1);
   // Grad weights: op(A) stored with the depth along rows (A plain), op(B) too unless a
   // source makes it (B transposed; cpu.corrmm's im2col source: then A's rows alone).
   const bool prefetch_rows = long_k_transposed_b;
