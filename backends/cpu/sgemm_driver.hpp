@@ -374,7 +374,7 @@ void run_sgemm(const GemmArgs& args, ThreadPool* pool) {
   // 64x3136x576 100.5 -> 107, 128x50176x1728 99.5 -> 105, 64x200704x81 94 -> 100.5).
   constexpr bool can_pack_b_in_kernel = requires { &Isa::kernel_packing_b; };
   const bool b_in_kernel = can_pack_b_in_kernel && !g.tb && g.bsrc == nullptr && !shared_b;
-  // Plain stored B over a deep step and few rows of C (forward-like shapes: M <= 256 on a
+  // Plain stored B over a deep step and few rows of C (forward-like shapes: M <= 336 on a
   // 2 MB L2): B sliver by B sliver, each packed by the first A sliver's call into a buffer
   // that stays in L1 and used at once by the tile's other A slivers, all of them packed
   // (they stay in L2). B's rows are then read from far away a sliver every (s1 - s0)
