@@ -168,8 +168,8 @@ double now_seconds(bool thread_cpu) {
 /// The peak check's clock: thread CPU time when the rows it is quoted against are (one
 /// thread without --wall), so that both are measured alike on a busy machine.
 bool g_peak_cpu_clock = false;
-/// FMA loop iterations per peak measurement: 20M at the start (0.1-0.2 s), fewer for the
-/// samples interleaved with each shape's (about 10 ms each).
+/// FMA loop iterations per peak measurement: 20M at the start (0.1-0.2 s), 5M for the
+/// samples interleaved with each shape's (10-20 ms each).
 long g_peak_iters = 20'000'000;
 
 // FMA throughput of one thread: 12 independent accumulator chains (enough to cover the
@@ -290,7 +290,7 @@ int main(int argc, char** argv) {
     std::printf("FMA peak check, %d thread(s), %s time: AVX2 %.1f GFLOP/s, AVX-512 %.1f GFLOP/s\n", t,
                 g_peak_cpu_clock ? "thread CPU" : "wall", p2, p512);
   }
-  // The FMA loop of the level that peaked higher, sampled again beside every shape's samples:
+  // The AVX-512 FMA loop where the CPU has it (else AVX2), sampled again in every shape's rounds:
   // these VMs' FMA rate moves by a third within minutes (turbo, neighbours), so each shape's
   // % of peak is taken against the peak measured in its own rounds.
   void (*peak_loop)(double*) = has_avx512 ? fma_loop_avx512 : fma_loop_avx2;

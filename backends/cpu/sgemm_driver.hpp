@@ -451,7 +451,6 @@ void run_sgemm(const GemmArgs& args, ThreadPool* pool) {
           const float* b_rows = g.B + b * g.b_stride + p0 * g.ldb;
           for (std::int64_t j = j0; j < j1; ++j) {
             const int n = static_cast<int>(std::min<std::int64_t>(NR, N - j * NR));
-            // The next B sliver's rows into L2 during this sliver's calls.
             // The next B sliver's rows (the next block's first) into L2 during this one's calls.
             PrefetchRows ahead;
             if (j + 1 < j1)
