@@ -382,8 +382,8 @@ void run_sgemm(const GemmArgs& args, ThreadPool* pool) {
   // 64x3136x576 188 -> 204, 96x3025x363 180 -> 198, 128x50176x1728 144 -> 156). On one
   // thread, below a depth block of 256, C's traffic weighs more and the A-sliver order ran
   // better (64x200704x81 156 -> 125 this way); on two threads, each pulling its B rows from
-  // the shared L3, this order won there too (64x200704x81 175 -> 255, 81x200704x64 with A
-  // transposed 172 -> 235, 256x3136x64 334 -> 356).
+  // the shared L3, this order won there too (64x200704x81 179 -> 254, 81x200704x64 with A
+  // transposed 173 -> 236, 256x3136x64 334 -> 354).
   const bool sliver_outer = b_in_kernel && tile_ms * Isa::kABuf * 4 <= cache.l2 / 4 && (kcb >= 256 || threads > 1);
   // Grad weights: op(A) stored with the depth along rows (A plain), op(B) too unless a
   // source makes it (B transposed; cpu.corrmm's im2col source: then A's rows alone).
