@@ -367,9 +367,9 @@ int main(int argc, char** argv) {
       const double once = now_seconds(cpu_clock) - t0;
       const int iters = std::max(1, static_cast<int>(0.01 / std::max(once, 1e-7)));
       std::vector<double> peak_samples;
+      g_peak_cpu_clock = cpu_clock || g_process_cpu;
+      g_peak_iters = 5'000'000;  // 10-20 ms
       for (int r = 0; r < samples; ++r) {
-        g_peak_cpu_clock = cpu_clock || g_process_cpu;
-        g_peak_iters = 5'000'000;  // 10-20 ms
         peak_samples.push_back(fma_peak(threads, peak_loop));
         for (auto& im : impls) {
           const double a = now_seconds(cpu_clock);

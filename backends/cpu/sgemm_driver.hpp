@@ -390,6 +390,10 @@ void run_sgemm(const GemmArgs& args, ThreadPool* pool) {
   const bool prefetch_rows = long_k_transposed_b;
   const bool prefetch_b_rows = g.bsrc == nullptr && !shared_b;  // shared_b: packed up front
   const bool prefetch_plain_b = !g.tb && g.bsrc == nullptr && !shared_b;
+  // Where A sliver s (depth p0 on) is stored in a batch element's A, for kernel_packing_a.
+  auto stored_a = [&](const float* a, std::int64_t p0, std::int64_t s) {
+    return g.ta ? a + p0 * g.lda + s * MR : a + s * MR * g.lda + p0;
+  };
   run(kparts * tiles, [&](std::int64_t begin, std::int64_t end) {
     float* abuf = scratch(0, sliver_outer ? tile_ms * Isa::kABuf : Isa::kABuf);
     float* local_b = shared_b ? nullptr : scratch(1, kcb * tile_ns * NR);
@@ -469,7 +473,7 @@ void run_sgemm(const GemmArgs& args, ThreadPool* pool) {
                 Isa::kernel_packing_b(gc, kc, as, b_rows + j * NR, local_b, cj, m, n, first, &ahead);
               } else if (j == j0) {
                 if constexpr (pack_in_kernel)
-                  Isa::kernel_packing_a(gc, kc, g.ta ? ga.A + p0 * g.lda + s * MR : ga.A + s * MR * g.lda + p0, as,
+                  Isa::kernel_packing_a(gc, kc, stored_a(ga.A, p0, s), as,
                                         local_b, cj, m, n, first, &ahead);
                 else {
                   Isa::pack_a(ga, s * MR, m, p0, kc, as);
@@ -522,7 +526,7 @@ void run_sgemm(const GemmArgs& args, ThreadPool* pool) {
                                         local_b + (j - j0) * kc * NR, crow + j * NR, m, n, step == step0, &spread);
               if constexpr (pack_in_kernel)
                 if (!packing && (packing = j == j0))
-                  Isa::kernel_packing_a(gc, kc, g.ta ? ga.A + p0 * g.lda + s * MR : ga.A + s * MR * g.lda + p0, abuf,
+                  Isa::kernel_packing_a(gc, kc, stored_a(ga.A, p0, s), abuf,
                                         bj, crow + j * NR, m, n, step == step0, &spread);
               if (!packing) Isa::kernel(gc, kc, abuf, bj, crow + j * NR, m, n, step == step0, &spread);
               (&spread == &next ? next_a : next).some();
