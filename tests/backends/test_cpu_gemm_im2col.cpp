@@ -8,6 +8,7 @@
 #include "backends/cpu/conv_geometry.hpp"
 #include "backends/cpu/gemm.hpp"
 #include "backends/cpu/im2col.hpp"
+#include "convgraph/backends/cpu/cpu_isa.hpp"
 #include "support/conv_cases.hpp"
 
 using namespace convgraph;
@@ -80,6 +81,54 @@ TEST_CASE("col2im is the adjoint of im2col over position ranges", "[backends][cp
     INFO(cases[i].name);
     REQUIRE(std::isfinite(lhs));
     CHECK(std::abs(lhs - rhs) <= 1e-12 * std::max(1.0, std::abs(lhs)) * 100);
+  }
+}
+
+TEST_CASE("float col2im is the adjoint of im2col on long strided rows at every level",
+          "[backends][cpu][im2col][isa]") {
+  // Rows long enough for the vector steps of the strided scatter (runs of 17 to 60
+  // entries), at strides 1, 2 and 3, with padding, dilation and an odd width. The adjoint
+  // identity <im2col(x), c> == <x, col2im(c)> fails if an entry is added twice, dropped
+  // or added at the wrong place; each plane of x has a neighbour, so a write past a row's
+  // last entry breaks it too.
+  struct Shape {
+    std::vector<i64> in, ker, stride, pad, dil;
+  };
+  const Shape shapes[] = {{{5, 77}, {3, 3}, {2, 2}, {1, 1}, {1, 1}},
+                          {{4, 120}, {1, 5}, {1, 2}, {0, 2}, {1, 2}},
+                          {{3, 35}, {2, 4}, {1, 2}, {0, 0}, {1, 1}},
+                          {{121}, {3}, {2}, {1}, {1}},
+                          {{2, 3, 97}, {1, 2, 3}, {1, 1, 3}, {0, 1, 2}, {1, 1, 1}},
+                          {{3, 64}, {3, 3}, {1, 1}, {1, 1}, {1, 1}}};
+  for (CpuIsa isa : runnable_cpu_levels()) {
+    ScopedCpuIsa scope(isa);
+    std::uint64_t seed = 90;
+    for (const Shape& sh : shapes) {
+      ConvParams prm;
+      prm.ndim = static_cast<int>(sh.in.size());
+      prm.stride = sh.stride;
+      prm.dilation = sh.dil;
+      std::vector<std::pair<i64, i64>> pads;
+      for (i64 pd : sh.pad) pads.push_back({pd, pd});
+      prm.border = BorderMode(pads);
+      std::vector<i64> xs{1, 3}, ws{2, 3};
+      xs.insert(xs.end(), sh.in.begin(), sh.in.end());
+      ws.insert(ws.end(), sh.ker.begin(), sh.ker.end());
+      const ConvProblem p = ConvProblem::make(ConvDirection::forward, prm, xs, ws, DType::float32);
+      const cpu::ConvGeometry g(p);
+      const i64 P = g.out_numel, rows = g.Cg * g.ker_numel;
+      const auto xd = random_values(static_cast<std::size_t>(g.Cg * g.in_numel), seed++);
+      const auto cd = random_values(static_cast<std::size_t>(rows * P), seed++);
+      const std::vector<float> x(xd.begin(), xd.end()), c(cd.begin(), cd.end());
+      std::vector<float> col(c.size()), back(x.size(), 0.0f);
+      cpu::im2col(g, x.data(), g.Cg, 0, P, col.data());
+      cpu::col2im_add(g, c.data(), g.Cg, 0, P, back.data());
+      double lhs = 0, rhs = 0, mag = 0;
+      for (std::size_t i = 0; i < c.size(); ++i) lhs += double(col[i]) * c[i], mag += std::abs(double(col[i]) * c[i]);
+      for (std::size_t i = 0; i < x.size(); ++i) rhs += double(x[i]) * back[i];
+      INFO("level " << cpu_isa_name(isa) << " " << p.key());
+      CHECK(std::abs(lhs - rhs) <= 1e-5 * std::max(1.0, mag));
+    }
   }
 }
 
