@@ -169,11 +169,12 @@ struct Tuning {
     return false;
   }
 
-  // Times `a`: a warm-up run checked against the reference, then repeated runs. The median,
-  // or nothing when it is skipped, rejected, stopped early (warm-up over early_stop x
-  // `best`, when there is a best) or fails; each case is said.
-  std::optional<double> time(const AlgorithmPtr& a, const TuneData& data, std::map<DeviceKind, DeviceData>& on_device,
-                             std::optional<double> best) const {
+  // Times `a`: a warm-up run checked against the reference, then repeated runs. Their
+  // times, or nothing when it is skipped, rejected, stopped early (warm-up over early_stop
+  // x `best`, when there is a best) or fails; each case is said.
+  std::optional<std::vector<double>> time(const AlgorithmPtr& a, const TuneData& data,
+                                          std::map<DeviceKind, DeviceData>& on_device,
+                                          std::optional<double> best) const {
     const std::string name = padded(a->name(), 18);
     const DeviceKind dev = a->device();
     std::size_t need = 0;
@@ -225,7 +226,23 @@ struct Tuning {
     const double med = median(times);
     say(msg("[metaopt]   ", name, " ", padded(seconds_text(med), 10), " ", padded(gflops_text(p, med), 16),
             " ws ", bytes_text_iec(static_cast<double>(need)), "  (median of ", times.size(), ")"));
-    return med;
+    return times;
+  }
+
+  // `runs` more timed runs of `a`, already checked by time() on the same operands.
+  std::vector<double> more(const AlgorithmPtr& a, std::map<DeviceKind, DeviceData>& on_device, int runs) const {
+    const DeviceKind dev = a->device();
+    DeviceData& d = on_device.at(dev);
+    const ConvTensors t = conv_tensors(p.direction, d.in0.raw(), d.in1.raw(), d.out.raw());
+    const ConvContext cc{dev == DeviceKind::cpu ? &pool : nullptr, d.ws ? d.ws->data : nullptr, d.ws_bytes, nullptr};
+    std::vector<double> times;
+    for (int i = 0; i < runs; ++i) {
+      const double t0 = clock.now();
+      a->run(p, t, cc);
+      synchronize(dev);
+      times.push_back(clock.now() - t0);
+    }
+    return times;
   }
 };
 
@@ -271,24 +288,52 @@ TuneOutcome tune_conv(const ConvProblem& p, const ConvCandidates& candidates, co
   std::map<DeviceKind, DeviceData> on_device;  // operands per device, made on first use
 
   const double start = tuning.clock.now();
+  auto spent = [&] { return tuning.clock.now() - start > o.budget_seconds; };
   std::optional<double> best;
+  std::vector<std::pair<AlgorithmPtr, std::vector<double>>> timed;  // in priority order
   for (const auto& a : usable) {
-    if (out.winner && tuning.clock.now() - start > o.budget_seconds) {
+    if (out.winner && spent()) {
       say(msg("[metaopt]   ", padded(a->name(), 18), " skipped: the node's time budget of ",
               seconds_text(o.budget_seconds), " is spent"));
       continue;
     }
-    const std::optional<double> med = tuning.time(a, data, on_device, best);
-    if (!med) continue;
+    std::optional<std::vector<double>> times = tuning.time(a, data, on_device, best);
+    if (!times) continue;
     ++out.timed;
-    if (!best || *med < *best) {  // ties keep the higher-priority candidate
+    const double med = median(*times);
+    if (!best || med < *best) {  // ties keep the higher-priority candidate
       out.winner = a;
       best = med;
     }
+    timed.emplace_back(a, std::move(*times));
   }
   if (!out.winner) {
     say("[metaopt]   no candidate could be timed; falling back to priority lowering");
     return out;
+  }
+
+  // A close call is timed again: the leader and the runner-up in alternating rounds, and
+  // the medians of these runs alone decide. Each candidate's first runs came in one burst,
+  // and a shared machine slows down for seconds at a time (the 2-vCPU VMs' FMA rate moves
+  // by a third within minutes): a burst in a slow spell could make the choice on its own.
+  std::stable_sort(timed.begin(), timed.end(),
+                   [](const auto& u, const auto& v) { return median(u.second) < median(v.second); });
+  if (timed.size() >= 2 && o.confirm_rounds > 0 && !spent() &&
+      median(timed[1].second) <= o.confirm_margin * median(timed[0].second)) {
+    std::vector<double> again[2];
+    for (int round = 0; round < o.confirm_rounds; ++round)
+      for (int i = 0; i < 2; ++i) {
+        const int c = (round + i) % 2;  // the runner-up first in odd rounds
+        const std::vector<double> runs = tuning.more(timed[c].first, on_device, o.min_runs);
+        again[c].insert(again[c].end(), runs.begin(), runs.end());
+      }
+    const double m0 = median(again[0]), m1 = median(again[1]);
+    say(msg("[metaopt]   close call, timed again in ", o.confirm_rounds, " alternating rounds: ",
+            timed[0].first->name(), " ", seconds_text(m0), ", ", timed[1].first->name(), " ", seconds_text(m1),
+            m1 < m0 ? " (the order changed)" : ""));
+    const int w = m1 < m0 ? 1 : 0;
+    out.winner = timed[w].first;
+    best = w == 0 ? m0 : m1;
   }
   out.seconds = *best;
   out.why = msg("timing: ", seconds_text(*best), ", fastest of ", out.timed, " timed");

@@ -51,6 +51,16 @@ std::vector<ConvCase> layer_cases() {
       make_conv_case("1-D long", {2, 5, 700}, {7, 5, 5}, Pairs{{3, 1}}, {1}, {2}, true),
       make_conv_case("3-D", {2, 5, 5, 6, 7}, {6, 5, 3, 3, 3}, 1, {1, 1, 1}),
       make_conv_case("pointwise", {2, 20, 9, 70}, {15, 20, 1, 1}, "valid", {1, 1}),
+      // Strided, with ResNet-like channel counts: long strided col2im rows, every phase.
+      make_conv_case("strided 3x3 s2", {2, 40, 13, 15}, {24, 40, 3, 3}, 1, {2, 2}),
+      make_conv_case("strided s(3,2) dilated flip", {2, 32, 17, 14}, {16, 32, 3, 2}, Pairs{{2, 0}, {1, 3}}, {3, 2},
+                     {2, 1}, true),
+      make_conv_case("strided 1-D s2", {2, 48, 300}, {20, 48, 3}, 1, {2}),
+      make_conv_case("strided 3-D s(2,1,2)", {1, 32, 5, 7, 9}, {16, 32, 3, 3, 3}, 1, {2, 1, 2}),
+      make_conv_case("strided 1x1 s2", {2, 64, 9, 10}, {32, 64, 1, 1}, "valid", {2, 2}),
+      make_conv_case("strided grouped", {2, 64, 11, 11}, {32, 32, 3, 3}, 1, {2, 2}, {}, false, 2),
+      make_conv_case("strided kernel below stride", {1, 32, 12, 13}, {16, 32, 2, 2}, 0, {3, 3}),
+      make_conv_case("strided full s2", {1, 33, 6, 40}, {17, 33, 4, 5}, "full", {2, 2}, {}, true),
   };
 }
 

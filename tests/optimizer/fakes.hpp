@@ -57,7 +57,7 @@ class FakeAlgorithm final : public ConvAlgorithm {
       if (p.dtype == DType::float32) static_cast<float*>(out)[0] += 0.5f;
       else static_cast<double*>(out)[0] += 0.5;
     }
-    if (clock_) clock_->advance(cost_);
+    if (clock_) clock_->advance(runs <= slow_runs ? slow_cost : cost_);
   }
   int version() const override { return version_; }
 
@@ -66,6 +66,8 @@ class FakeAlgorithm final : public ConvAlgorithm {
   bool loses_context = false;  ///< throws DeviceContextError, as after a kernel fault
   bool clobber_input = false;
   std::size_t workspace = 0;
+  int slow_runs = 0;       ///< the first slow_runs runs take slow_cost (a slow spell of the machine)
+  double slow_cost = 0;
   int version_ = 1;
   mutable std::atomic<int> runs{0};
 

@@ -74,6 +74,31 @@ TEST_CASE("metaopt: warm-up plus at least three timed runs, median kept", "[opti
   CHECK_THAT(b.text(), Contains("median of 3"));
 }
 
+TEST_CASE("metaopt: a close call is decided by alternating rounds, not one burst", "[optimizer][metaopt]") {
+  Bench b;
+  // fake.a is the faster, but its first burst (warm-up and 9 runs) falls in a slow spell.
+  auto a = b.add("fake.a", {"conv_gemm", "fast_run"}, 1e-3);
+  a->slow_runs = 10;
+  a->slow_cost = 1.2e-3;
+  auto c = b.add("fake.c", {"conv_direct", "fast_run"}, 1.1e-3);
+  Net n;
+  CHECK(chosen(optimized({n.x, n.w}, {n.y}, b.mode())) == std::vector<std::string>{"fake.a"});
+  CHECK_THAT(b.text(), Contains("close call") && Contains("the order changed"));
+  CHECK(a->runs == 10 + 9);  // 3 rounds of 3 runs each
+  CHECK(c->runs == 10 + 9);
+}
+
+TEST_CASE("metaopt: a clear winner is not timed again", "[optimizer][metaopt]") {
+  Bench b;
+  auto a = b.add("fake.a", {"conv_gemm", "fast_run"}, 1e-3);
+  auto c = b.add("fake.c", {"conv_direct", "fast_run"}, 1.5e-3);
+  Net n;
+  CHECK(chosen(optimized({n.x, n.w}, {n.y}, b.mode())) == std::vector<std::string>{"fake.a"});
+  CHECK_THAT(b.text(), !Contains("close call"));
+  CHECK(a->runs == 10);
+  CHECK(c->runs == 10);
+}
+
 TEST_CASE("metaopt: a wrong algorithm is rejected by the cross-check, however fast", "[optimizer][metaopt]") {
   Bench b;
   b.add("fake.right", {"conv_gemm", "fast_run"}, 4e-3);

@@ -137,6 +137,11 @@ struct TuneOptions {
   int min_runs = 3;            ///< timed runs after the warm-up; the median is kept
   int max_runs = 9;            ///< more runs while a candidate is fast (< 20 ms in total)
   double early_stop = 10;      ///< stop timing a candidate whose warm-up is this much slower than the best
+  /// A runner-up within confirm_margin x the leader's median is timed again with it in
+  /// confirm_rounds alternating rounds (min_runs runs each), and the medians of those runs
+  /// decide: one burst of runs per candidate can land in a slow spell of a shared machine.
+  double confirm_margin = 1.3;
+  int confirm_rounds = 3;
   int verbose = 0;
   std::function<void(const std::string&)> log;  ///< verbose lines
   MetaClock* clock = nullptr;                   ///< nullptr = steady clock
