@@ -229,10 +229,12 @@ struct Tuning {
     return times;
   }
 
-  // `runs` more timed runs of `a`, already checked by time() on the same operands.
+  // `runs` more timed runs of `a`, already checked by time() on the same operands (its
+  // workspace made again if a later candidate's request dropped it). Throws what run() does.
   std::vector<double> more(const AlgorithmPtr& a, std::map<DeviceKind, DeviceData>& on_device, int runs) const {
     const DeviceKind dev = a->device();
     DeviceData& d = on_device.at(dev);
+    if (const std::optional<std::string> why = d.ensure_workspace(a->workspace_bytes(p))) throw MemoryError(*why);
     const ConvTensors t = conv_tensors(p.direction, d.in0.raw(), d.in1.raw(), d.out.raw());
     const ConvContext cc{dev == DeviceKind::cpu ? &pool : nullptr, d.ws ? d.ws->data : nullptr, d.ws_bytes, nullptr};
     std::vector<double> times;
@@ -318,22 +320,38 @@ TuneOutcome tune_conv(const ConvProblem& p, const ConvCandidates& candidates, co
   // by a third within minutes): a burst in a slow spell could make the choice on its own.
   std::stable_sort(timed.begin(), timed.end(),
                    [](const auto& u, const auto& v) { return median(u.second) < median(v.second); });
-  if (timed.size() >= 2 && o.confirm_rounds > 0 && !spent() &&
+  const int runs = std::max(1, o.min_runs);
+  // Only when the rounds fit in what is left of the budget, as the first pass timed them.
+  const double rounds_cost = timed.size() >= 2 ? o.confirm_rounds * runs *
+                                                     (median(timed[0].second) + median(timed[1].second))
+                                               : 0.0;
+  if (timed.size() >= 2 && o.confirm_rounds > 0 &&
+      tuning.clock.now() - start + rounds_cost <= o.budget_seconds &&
       median(timed[1].second) <= o.confirm_margin * median(timed[0].second)) {
     std::vector<double> again[2];
-    for (int round = 0; round < o.confirm_rounds; ++round)
-      for (int i = 0; i < 2; ++i) {
-        const int c = (round + i) % 2;  // the runner-up first in odd rounds
-        const std::vector<double> runs = tuning.more(timed[c].first, on_device, o.min_runs);
-        again[c].insert(again[c].end(), runs.begin(), runs.end());
-      }
-    const double m0 = median(again[0]), m1 = median(again[1]);
-    say(msg("[metaopt]   close call, timed again in ", o.confirm_rounds, " alternating rounds: ",
-            timed[0].first->name(), " ", seconds_text(m0), ", ", timed[1].first->name(), " ", seconds_text(m1),
-            m1 < m0 ? " (the order changed)" : ""));
-    const int w = m1 < m0 ? 1 : 0;
-    out.winner = timed[w].first;
-    best = w == 0 ? m0 : m1;
+    try {
+      for (int round = 0; round < o.confirm_rounds; ++round)
+        for (int i = 0; i < 2; ++i) {
+          const int c = (round + i) % 2;  // the runner-up first in odd rounds
+          const std::vector<double> more = tuning.more(timed[c].first, on_device, runs);
+          again[c].insert(again[c].end(), more.begin(), more.end());
+        }
+    } catch (const DeviceContextError& e) {
+      say(msg("[metaopt]   timing again failed: ", e.what(), "; the device context is lost, tuning stops"));
+      throw;
+    } catch (const std::exception& e) {  // keep the first pass's choice
+      say(msg("[metaopt]   timing again failed: ", e.what(), "; the first timings decide"));
+      again[0].clear();
+    }
+    if (!again[0].empty()) {
+      const double m0 = median(again[0]), m1 = median(again[1]);
+      say(msg("[metaopt]   close call, timed again in ", o.confirm_rounds, " alternating rounds: ",
+              timed[0].first->name(), " ", seconds_text(m0), ", ", timed[1].first->name(), " ", seconds_text(m1),
+              m1 < m0 ? " (the order changed)" : ""));
+      const int w = m1 < m0 ? 1 : 0;
+      out.winner = timed[w].first;
+      best = w == 0 ? m0 : m1;
+    }
   }
   out.seconds = *best;
   out.why = msg("timing: ", seconds_text(*best), ", fastest of ", out.timed, " timed");

@@ -129,6 +129,25 @@ TEST_CASE("float col2im is the adjoint of im2col on long strided rows at every l
       INFO("level " << cpu_isa_name(isa) << " " << p.key());
       CHECK(std::abs(lhs - rhs) <= 1e-5 * std::max(1.0, mag));
     }
+    // A 1x1 filter at stride 2 along rows of 2n inputs adds into the even ones only; the
+    // vector steps may add zeros to the odd ones between, never to the last (which may
+    // belong to another thread's plane): it keeps the sign of its -0.0.
+    for (i64 n : {3, 4, 5, 8, 9, 16, 17, 20, 33}) {
+      ConvParams prm;
+      prm.ndim = 2;
+      prm.stride = {1, 2};
+      const ConvProblem p = ConvProblem::make(ConvDirection::forward, prm, {1, 2, 3, 2 * n}, {1, 2, 1, 1},
+                                              DType::float32);
+      const cpu::ConvGeometry g(p);
+      const std::vector<float> c(static_cast<std::size_t>(g.Cg * g.out_numel), 1.0f);
+      std::vector<float> back(static_cast<std::size_t>(g.Cg * g.in_numel), -0.0f);
+      cpu::col2im_add(g, c.data(), g.Cg, 0, g.out_numel, back.data());
+      INFO("level " << cpu_isa_name(isa) << " row of " << 2 * n);
+      for (i64 row = 0; row < g.Cg * g.in[1]; ++row) {
+        CHECK(back[static_cast<std::size_t>(row * 2 * n)] == 1.0f);
+        CHECK(std::signbit(back[static_cast<std::size_t>(row * 2 * n + 2 * n - 1)]));
+      }
+    }
   }
 }
 

@@ -44,7 +44,7 @@ class FakeAlgorithm final : public ConvAlgorithm {
   std::size_t workspace_bytes(const ConvProblem&) const override { return workspace; }
   void run(const ConvProblem& p, const ConvTensors& t, const ConvContext&) const override {
     ++runs;
-    if (throws) throw MemoryError(name_ + ": out of memory (fake)");
+    if (throws || (throws_after > 0 && runs > throws_after)) throw MemoryError(name_ + ": out of memory (fake)");
     if (loses_context) throw DeviceContextError(name_ + ": an illegal address (fake)");
     reference_conv(p, t);
     if (clobber_input) {  // writes into an operand it must only read
@@ -66,6 +66,7 @@ class FakeAlgorithm final : public ConvAlgorithm {
   bool loses_context = false;  ///< throws DeviceContextError, as after a kernel fault
   bool clobber_input = false;
   std::size_t workspace = 0;
+  int throws_after = 0;    ///< > 0: runs after the first throws_after throw, as `throws`
   int slow_runs = 0;       ///< the first slow_runs runs take slow_cost (a slow spell of the machine)
   double slow_cost = 0;
   int version_ = 1;

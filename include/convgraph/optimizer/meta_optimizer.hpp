@@ -140,6 +140,8 @@ struct TuneOptions {
   /// A runner-up within confirm_margin x the leader's median is timed again with it in
   /// confirm_rounds alternating rounds (min_runs runs each), and the medians of those runs
   /// decide: one burst of runs per candidate can land in a slow spell of a shared machine.
+  /// Only when the rounds, at the first pass's medians, fit in what is left of the budget;
+  /// if a run fails there, the first pass decides.
   double confirm_margin = 1.3;
   int confirm_rounds = 3;
   int verbose = 0;
