@@ -97,9 +97,7 @@ Result bench_one(const Layer& layer, ConvDirection dir, const Options& o, const 
 
   // Choose as the meta-optimizer does: the fastest candidate whose result is right, a
   // close call (runner-up within 1.3x) decided by three alternating rounds of both.
-  double best = 0;
-  std::shared_ptr<const ConvAlgorithm> chosen;
-  std::size_t chosen_ws = 0;
+  double best = 0;  // for the early stop
   struct Timed {
     std::shared_ptr<const ConvAlgorithm> algorithm;
     std::size_t workspace;
@@ -120,22 +118,21 @@ Result bench_one(const Layer& layer, ConvDirection dir, const Options& o, const 
                                   {"early_stopped", t.early_stopped},
                                   {"matches_onednn", chk.ok}});
       if (!chk.ok) r.note += msg(c.algorithm->name(), " differs from oneDNN: ", chk.to_string(), "; ");
-      if (chk.ok && !t.early_stopped) right.push_back({c.algorithm, c.workspace, t.stats.median});
-      if (chk.ok && !t.early_stopped && (!chosen || t.stats.median < best)) {
-        best = t.stats.median;
-        chosen = c.algorithm;
-        chosen_ws = c.workspace;
+      if (chk.ok && !t.early_stopped) {
+        right.push_back({c.algorithm, c.workspace, t.stats.median});
+        if (right.size() == 1 || t.stats.median < best) best = t.stats.median;
       }
     } catch (const std::exception& e) {
       std::cerr << " failed: " << e.what() << "\n";
       r.note += msg(c.algorithm->name(), " failed: ", e.what(), "; ");
     }
   }
-  if (!chosen) {
+  if (right.empty()) {
     r.ok = false;
     r.algorithm = "(none)";
     return r;
   }
+  // The fastest first; ties keep the earlier candidate.
   std::stable_sort(right.begin(), right.end(), [](const Timed& u, const Timed& v) { return u.median < v.median; });
   if (right.size() >= 2 && right[1].median <= 1.3 * right[0].median) {
     std::vector<double> again[2];
@@ -155,11 +152,11 @@ Result bench_one(const Layer& layer, ConvDirection dir, const Options& o, const 
       std::cerr << "[anchors] " << layer.name << " " << r.direction << ": close call, alternating rounds: "
                 << right[0].algorithm->name() << " " << m0 * 1e3 << " ms, " << right[1].algorithm->name() << " "
                 << m1 * 1e3 << " ms\n";
-      const Timed& w = right[m1 < m0 ? 1 : 0];
-      chosen = w.algorithm;
-      chosen_ws = w.workspace;
+      if (m1 < m0) std::swap(right[0], right[1]);
     }
   }
+  const std::shared_ptr<const ConvAlgorithm> chosen = right[0].algorithm;
+  const std::size_t chosen_ws = right[0].workspace;
   r.algorithm = chosen->name();
 
   // Interleaved timing, rotating the order each round so none always runs first.

@@ -169,12 +169,22 @@ struct Tuning {
     return false;
   }
 
-  // Times `a`: a warm-up run checked against the reference, then repeated runs. Their
-  // times, or nothing when it is skipped, rejected, stopped early (warm-up over early_stop
-  // x `best`, when there is a best) or fails; each case is said.
-  std::optional<std::vector<double>> time(const AlgorithmPtr& a, const TuneData& data,
-                                          std::map<DeviceKind, DeviceData>& on_device,
-                                          std::optional<double> best) const {
+  // One run of `a` on d's operands and workspace, in seconds.
+  double timed_run(const AlgorithmPtr& a, DeviceData& d) const {
+    const DeviceKind dev = a->device();
+    const ConvTensors t = conv_tensors(p.direction, d.in0.raw(), d.in1.raw(), d.out.raw());
+    const ConvContext cc{dev == DeviceKind::cpu ? &pool : nullptr, d.ws ? d.ws->data : nullptr, d.ws_bytes, nullptr};
+    const double t0 = clock.now();
+    a->run(p, t, cc);
+    synchronize(dev);
+    return clock.now() - t0;
+  }
+
+  // Times `a`: a warm-up run checked against the reference, then repeated runs. The median,
+  // or nothing when it is skipped, rejected, stopped early (warm-up over early_stop x
+  // `best`, when there is a best) or fails; each case is said.
+  std::optional<double> time(const AlgorithmPtr& a, const TuneData& data, std::map<DeviceKind, DeviceData>& on_device,
+                             std::optional<double> best) const {
     const std::string name = padded(a->name(), 18);
     const DeviceKind dev = a->device();
     std::size_t need = 0;
@@ -189,15 +199,7 @@ struct Tuning {
         return std::nullopt;
       }
       d.reset_output(data);  // NaN garbage: catches algorithms that leave part of the output unwritten
-      const ConvTensors t = conv_tensors(p.direction, d.in0.raw(), d.in1.raw(), d.out.raw());
-      const ConvContext cc{dev == DeviceKind::cpu ? &pool : nullptr, d.ws ? d.ws->data : nullptr, d.ws_bytes, nullptr};
-      auto timed_run = [&] {
-        const double t0 = clock.now();
-        a->run(p, t, cc);
-        synchronize(dev);
-        return clock.now() - t0;
-      };
-      const double warm = timed_run();
+      const double warm = timed_run(a, d);
       const Tensor got = copy_to_host(d.out);
       const ConvCheck check = compare_conv_results(got.raw(), data.want.raw(), data.want.numel(), p.dtype);
       if (!check.ok) {
@@ -211,7 +213,7 @@ struct Tuning {
       }
       double total = 0;
       while (static_cast<int>(times.size()) < o.min_runs || (static_cast<int>(times.size()) < o.max_runs && total < 0.02)) {
-        times.push_back(timed_run());
+        times.push_back(timed_run(a, d));
         total += times.back();
       }
     } catch (const DeviceContextError& e) {
@@ -226,24 +228,16 @@ struct Tuning {
     const double med = median(times);
     say(msg("[metaopt]   ", name, " ", padded(seconds_text(med), 10), " ", padded(gflops_text(p, med), 16),
             " ws ", bytes_text_iec(static_cast<double>(need)), "  (median of ", times.size(), ")"));
-    return times;
+    return med;
   }
 
   // `runs` more timed runs of `a`, already checked by time() on the same operands (its
   // workspace made again if a later candidate's request dropped it). Throws what run() does.
   std::vector<double> more(const AlgorithmPtr& a, std::map<DeviceKind, DeviceData>& on_device, int runs) const {
-    const DeviceKind dev = a->device();
-    DeviceData& d = on_device.at(dev);
+    DeviceData& d = on_device.at(a->device());
     if (const std::optional<std::string> why = d.ensure_workspace(a->workspace_bytes(p))) throw MemoryError(*why);
-    const ConvTensors t = conv_tensors(p.direction, d.in0.raw(), d.in1.raw(), d.out.raw());
-    const ConvContext cc{dev == DeviceKind::cpu ? &pool : nullptr, d.ws ? d.ws->data : nullptr, d.ws_bytes, nullptr};
     std::vector<double> times;
-    for (int i = 0; i < runs; ++i) {
-      const double t0 = clock.now();
-      a->run(p, t, cc);
-      synchronize(dev);
-      times.push_back(clock.now() - t0);
-    }
+    for (int i = 0; i < runs; ++i) times.push_back(timed_run(a, d));
     return times;
   }
 };
@@ -290,44 +284,36 @@ TuneOutcome tune_conv(const ConvProblem& p, const ConvCandidates& candidates, co
   std::map<DeviceKind, DeviceData> on_device;  // operands per device, made on first use
 
   const double start = tuning.clock.now();
-  auto spent = [&] { return tuning.clock.now() - start > o.budget_seconds; };
-  std::optional<double> best;
-  std::vector<std::pair<AlgorithmPtr, std::vector<double>>> timed;  // in priority order
+  std::optional<double> best;  // for the early stop
+  std::vector<std::pair<AlgorithmPtr, double>> timed;  // with their medians, in priority order
   for (const auto& a : usable) {
-    if (out.winner && spent()) {
+    if (!timed.empty() && tuning.clock.now() - start > o.budget_seconds) {
       say(msg("[metaopt]   ", padded(a->name(), 18), " skipped: the node's time budget of ",
               seconds_text(o.budget_seconds), " is spent"));
       continue;
     }
-    std::optional<std::vector<double>> times = tuning.time(a, data, on_device, best);
-    if (!times) continue;
-    ++out.timed;
-    const double med = median(*times);
-    if (!best || med < *best) {  // ties keep the higher-priority candidate
-      out.winner = a;
-      best = med;
-    }
-    timed.emplace_back(a, std::move(*times));
+    const std::optional<double> med = tuning.time(a, data, on_device, best);
+    if (!med) continue;
+    if (!best || *med < *best) best = med;
+    timed.emplace_back(a, *med);
   }
-  if (!out.winner) {
+  out.timed = static_cast<int>(timed.size());
+  if (timed.empty()) {
     say("[metaopt]   no candidate could be timed; falling back to priority lowering");
     return out;
   }
+  // The fastest first; ties keep the higher-priority candidate.
+  std::stable_sort(timed.begin(), timed.end(), [](const auto& u, const auto& v) { return u.second < v.second; });
 
   // A close call is timed again: the leader and the runner-up in alternating rounds, and
   // the medians of these runs alone decide. Each candidate's first runs came in one burst,
   // and a shared machine slows down for seconds at a time (the 2-vCPU VMs' FMA rate moves
   // by a third within minutes): a burst in a slow spell could make the choice on its own.
-  std::stable_sort(timed.begin(), timed.end(),
-                   [](const auto& u, const auto& v) { return median(u.second) < median(v.second); });
-  const int runs = std::max(1, o.min_runs);
   // Only when the rounds fit in what is left of the budget, as the first pass timed them.
-  const double rounds_cost = timed.size() >= 2 ? o.confirm_rounds * runs *
-                                                     (median(timed[0].second) + median(timed[1].second))
-                                               : 0.0;
-  if (timed.size() >= 2 && o.confirm_rounds > 0 &&
-      tuning.clock.now() - start + rounds_cost <= o.budget_seconds &&
-      median(timed[1].second) <= o.confirm_margin * median(timed[0].second)) {
+  const int runs = std::max(1, o.min_runs);
+  if (timed.size() >= 2 && o.confirm_rounds > 0 && timed[1].second <= o.confirm_margin * timed[0].second &&
+      tuning.clock.now() - start + o.confirm_rounds * runs * (timed[0].second + timed[1].second) <=
+          o.budget_seconds) {
     std::vector<double> again[2];
     try {
       for (int round = 0; round < o.confirm_rounds; ++round)
@@ -348,11 +334,13 @@ TuneOutcome tune_conv(const ConvProblem& p, const ConvCandidates& candidates, co
       say(msg("[metaopt]   close call, timed again in ", o.confirm_rounds, " alternating rounds: ",
               timed[0].first->name(), " ", seconds_text(m0), ", ", timed[1].first->name(), " ", seconds_text(m1),
               m1 < m0 ? " (the order changed)" : ""));
-      const int w = m1 < m0 ? 1 : 0;
-      out.winner = timed[w].first;
-      best = w == 0 ? m0 : m1;
+      timed[0].second = m0;
+      timed[1].second = m1;
+      if (m1 < m0) std::swap(timed[0], timed[1]);
     }
   }
+  out.winner = timed[0].first;
+  best = timed[0].second;
   out.seconds = *best;
   out.why = msg("timing: ", seconds_text(*best), ", fastest of ", out.timed, " timed");
   say(msg("[metaopt]   = ", out.winner->name(), " (", seconds_text(*best), ", fastest of ", out.timed, ")"));

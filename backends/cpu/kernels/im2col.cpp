@@ -109,27 +109,13 @@ using v4i = int __attribute__((vector_size(4 * sizeof(int))));
 template <class V, class VI>
 inline void add_strided2_steps(float* __restrict dst, const float* __restrict in, i64& j, i64 n) {
   constexpr int L = sizeof(V) / sizeof(float);
-  constexpr auto spread = []<std::size_t... I>(int first, std::index_sequence<I...>) {
-    return VI{(I % 2 == 0 ? first + static_cast<int>(I) / 2 : L)...};
-  };
-  constexpr VI lo = spread(0, std::make_index_sequence<L>{});
-  constexpr VI hi = spread(L / 2, std::make_index_sequence<L>{});
-  const auto load = [](const float* p) { V v; std::memcpy(&v, p, sizeof v); return v; };
-  const auto shuffle = [](V a, VI m) {
-#if defined(__GNUC__) && !defined(__clang__)
-    return __builtin_shuffle(a, V{}, m);
-#else
-    V r;
-    for (int i = 0; i < L; ++i) r[i] = m[i] < L ? a[m[i]] : 0.0f;
-    return r;
-#endif
-  };
+  constexpr VI lo = lane_mask<VI>([](int l) { return l % 2 == 0 ? l / 2 : L; });
+  constexpr VI hi = lane_mask<VI>([](int l) { return l % 2 == 0 ? L / 2 + l / 2 : L; });
   for (; j + L < n; j += L) {
-    const V v = load(in + j);
+    const V v = loadn<V>(in + j);
     float* d = dst + 2 * j;
-    const V d0 = load(d) + shuffle(v, lo), d1 = load(d + L) + shuffle(v, hi);
-    std::memcpy(d, &d0, sizeof d0);
-    std::memcpy(d + L, &d1, sizeof d1);
+    storen(d, loadn<V>(d) + shufn(v, V{}, lo));
+    storen(d + L, loadn<V>(d + L) + shufn(v, V{}, hi));
   }
 }
 inline void add_strided2(float* __restrict dst, const float* __restrict in, i64 n) {

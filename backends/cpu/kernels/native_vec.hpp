@@ -20,12 +20,15 @@ constexpr int kVL = CONVGRAPH_ISA_VECTOR_BYTES / static_cast<int>(sizeof(float))
 using vnat = float __attribute__((vector_size(kVL * sizeof(float))));
 using vnati = int __attribute__((vector_size(kVL * sizeof(int))));
 
-inline vnat loadn(const float* p) {
-  vnat v;
+/// Unaligned load and store of a float vector: the level's, or a narrower one (V).
+template <class V = vnat>
+inline V loadn(const float* p) {
+  V v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
-inline void storen(float* p, vnat v) { std::memcpy(p, &v, sizeof v); }
+template <class V>
+inline void storen(float* p, V v) { std::memcpy(p, &v, sizeof v); }
 /// Whether p is aligned for the level's vector stores (stream_storen needs it).
 inline bool vector_aligned(const float* p) { return reinterpret_cast<std::uintptr_t>(p) % sizeof(vnat) == 0; }
 /// A non-temporal store of one vector to a vector-aligned p, bypassing the
@@ -40,22 +43,25 @@ inline void stream_storen(float* p, vnat v) {
 #endif
 }
 
-/// A two-source lane permutation of kVL lanes: lane i takes index f(i) of (a, b).
-template <class F, std::size_t... I>
-constexpr vnati lane_mask(F f, std::index_sequence<I...>) {
-  return vnati{f(static_cast<int>(I))...};
+/// A two-source lane permutation of the lanes of VI (the level's by default): lane i takes
+/// index f(i) of (a, b).
+template <class VI, class F, std::size_t... I>
+constexpr VI lane_mask(F f, std::index_sequence<I...>) {
+  return VI{f(static_cast<int>(I))...};
 }
-template <class F>
-constexpr vnati lane_mask(F f) {
-  return lane_mask(f, std::make_index_sequence<kVL>{});
+template <class VI = vnati, class F>
+constexpr VI lane_mask(F f) {
+  return lane_mask<VI>(f, std::make_index_sequence<sizeof(VI) / sizeof(int)>{});
 }
-/// Lanes of (a, b) picked by m (indices below kVL from a, the rest from b).
-inline vnat shufn(vnat a, vnat b, vnati m) {
+/// Lanes of (a, b) picked by m (indices below the lane count from a, the rest from b).
+template <class V, class VI>
+inline V shufn(V a, V b, VI m) {
 #if defined(__GNUC__) && !defined(__clang__)
   return __builtin_shuffle(a, b, m);
 #else
-  vnat r;
-  for (int i = 0; i < kVL; ++i) r[i] = m[i] < kVL ? a[m[i]] : b[m[i] - kVL];
+  constexpr int L = sizeof(V) / sizeof(float);
+  V r;
+  for (int i = 0; i < L; ++i) r[i] = m[i] < L ? a[m[i]] : b[m[i] - L];
   return r;
 #endif
 }
