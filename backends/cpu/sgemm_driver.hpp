@@ -70,6 +70,9 @@ struct GemmArgs {
   const TileHook* hook = nullptr;
   /// Set by the driver: C is stored non-temporally where a kernel can (see run_sgemm).
   bool stream_c = false;
+  /// Set by the driver: kernel_packing_b, reading B's rows where they are stored, fetches
+  /// them a few depth steps ahead into L1 (the sliver-by-sliver order, see run_sgemm).
+  bool b_rows_ahead = false;
   /// op(A)(i, k) and op(B)(k, j), for the generic packers.
   float a(std::int64_t i, std::int64_t k) const { return ta ? A[k * lda + i] : A[i * lda + k]; }
   float b(std::int64_t k, std::int64_t j) const { return tb ? B[j * ldb + k] : B[k * ldb + j]; }
@@ -385,6 +388,9 @@ void run_sgemm(const GemmArgs& args, ThreadPool* pool) {
   // the shared L3, this order won there too (64x200704x81 179 -> 254, 81x200704x64 with A
   // transposed 173 -> 236, 256x3136x64 334 -> 354).
   const bool sliver_outer = b_in_kernel && tile_ms * Isa::kABuf * 4 <= cache.l2 / 4 && (kcb >= 256 || threads > 1);
+  // There each B sliver's first call reads its kc rows, a page or more apart, from L2 (see
+  // `ahead` below) or beyond: it fetches them a few steps ahead into L1 as it goes.
+  g.b_rows_ahead = gpart.b_rows_ahead = sliver_outer;
   // Grad weights: op(A) stored with the depth along rows (A plain), op(B) too unless a
   // source makes it (B transposed; cpu.corrmm's im2col source: then A's rows alone).
   const bool prefetch_rows = long_k_transposed_b;
