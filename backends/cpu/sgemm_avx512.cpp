@@ -55,9 +55,10 @@ CG_AVX512 inline __mmask16 low_mask(int n) {
 // PACK_B (NV = 2): `b` is the plain stored B's sliver (depth row k at b + k*ld, n columns)
 // and each step's two vectors are loaded from there (zero past n) and copied to pack_to's
 // sliver for the tile's other rows, the copy among the FMAs, as PACK_A. b_ahead > 0: each
-// step also fetches the stored row b_ahead steps on into L1. The rows are a page or more
-// apart, so no hardware prefetcher follows them, and where the driver brings them only as
-// far as L2 (sliver by sliver, see run_sgemm) each step's loads would wait on L2's latency.
+// step also fetches the stored row b_ahead steps on into L1. The rows are ldb apart (a page
+// or more on the large layers), so no hardware prefetcher follows them, and where the driver
+// brings them only as far as L2 (sliver by sliver, see run_sgemm) each step's loads would
+// wait on L2's latency.
 enum class Pack { none, a, b };
 template <int MROWS, int NV, bool KMAJOR, bool PREFETCH, Pack PACK = Pack::none>
 CG_AVX512 void kernel(std::int64_t kc, const float* a, const float* __restrict b, float* c, std::int64_t ldc,
@@ -202,9 +203,10 @@ constexpr std::array<std::array<std::array<KernelFn, kMR>, 2>, 2> kPackingBKerne
     packing_table<false, Pack::b>(), packing_table<true, Pack::b>()};
 
 /// How many depth steps ahead kernel_packing_b fetches the stored B rows into L1 where the
-/// driver asks for it (GemmArgs::b_rows_ahead). Granite Rapids-class Xeon VM, 1 thread, GEMM
-/// shapes of the forward layers, GFLOP/s % of peak, medians: 128x50176x1728 55 -> 60%,
-/// 64x200704x81 55 -> 58%, 128x12544x576 61 -> 65%; 16 steps gained less.
+/// driver asks for it (GemmArgs::b_rows_ahead). Measured on stop 39's Xeon VM (2 MB L2 a core,
+/// 480 MB L3), 1 thread, % of the FMA peak, medians of 2 runs: 128x50176x1728 55 -> 60%,
+/// 64x200704x81 55 -> 58%, 128x12544x576 61 -> 65%, shapes with fewer columns level; 16
+/// steps did no better.
 constexpr std::int64_t kPackBAhead = 8;
 
 // Thin column tails. A sliver's last 1..kThin columns (N = 49 = 32 + 16 + 1, N = 196 =
