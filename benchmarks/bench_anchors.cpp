@@ -24,6 +24,7 @@
 #include "benchmarks/bench_common.hpp"
 #include "convgraph/core/error.hpp"
 #include "convgraph/optimizer/conv_impl_op.hpp"
+#include "convgraph/optimizer/meta_optimizer.hpp"
 #include "convgraph/core/thread_pool.hpp"
 
 namespace convgraph::bench {
@@ -96,7 +97,8 @@ Result bench_one(const Layer& layer, ConvDirection dir, const Options& o, const 
   dnnl.run_with_reorders();  // warm-up, and the result every candidate is compared with
 
   // Choose as the meta-optimizer does: the fastest candidate whose result is right, a
-  // close call (runner-up within 1.3x) decided by three alternating rounds of both.
+  // close call decided by alternating rounds of both (TuneOptions' confirm_margin and
+  // confirm_rounds, through alternating_medians, as tune_conv does).
   double best = 0;  // for the early stop
   struct Timed {
     std::shared_ptr<const ConvAlgorithm> algorithm;
@@ -134,21 +136,18 @@ Result bench_one(const Layer& layer, ConvDirection dir, const Options& o, const 
   }
   // The fastest first; ties keep the earlier candidate.
   std::stable_sort(right.begin(), right.end(), [](const Timed& u, const Timed& v) { return u.median < v.median; });
-  if (right.size() >= 2 && right[1].median <= 1.3 * right[0].median) {
-    std::vector<double> again[2];
+  const TuneOptions tune;  // the meta-optimizer's close-call rule
+  if (right.size() >= 2 && right[1].median <= tune.confirm_margin * right[0].median) {
+    std::optional<std::pair<double, double>> again;
     try {
-      for (int round = 0; round < 3; ++round)
-        for (int i = 0; i < 2; ++i) {
-          const int k = (round + i) % 2;
-          const Timing t = time_algorithm(wl, *right[k].algorithm, right[k].workspace, pool, o.select_repeats, 0, 0);
-          again[k].insert(again[k].end(), t.samples.begin(), t.samples.end());
-        }
+      again = alternating_medians(tune.confirm_rounds, [&](int k) {
+        return time_algorithm(wl, *right[k].algorithm, right[k].workspace, pool, o.select_repeats, 0, 0).samples;
+      });
     } catch (const std::exception& e) {  // the first timings decide
       r.note += msg("timing the close call again failed: ", e.what(), "; ");
-      again[0].clear();
     }
-    if (!again[0].empty()) {
-      const double m0 = summarize(again[0]).median, m1 = summarize(again[1]).median;
+    if (again) {
+      const auto [m0, m1] = *again;
       std::cerr << "[anchors] " << layer.name << " " << r.direction << ": close call, alternating rounds: "
                 << right[0].algorithm->name() << " " << m0 * 1e3 << " ms, " << right[1].algorithm->name() << " "
                 << m1 * 1e3 << " ms\n";

@@ -244,6 +244,18 @@ struct Tuning {
 
 }  // namespace
 
+std::pair<double, double> alternating_medians(int rounds, const std::function<std::vector<double>(int)>& time_runs) {
+  if (rounds < 1) throw ValueError(msg("alternating_medians: rounds must be at least 1, got ", rounds));
+  std::vector<double> runs[2];
+  for (int round = 0; round < rounds; ++round)
+    for (int i = 0; i < 2; ++i) {
+      const int c = (round + i) % 2;
+      const std::vector<double> more = time_runs(c);
+      runs[c].insert(runs[c].end(), more.begin(), more.end());
+    }
+  return {median(runs[0]), median(runs[1])};
+}
+
 TuneOutcome tune_conv(const ConvProblem& p, const ConvCandidates& candidates, const std::string& label,
                       const TuneOptions& o) {
   SteadyClock steady;
@@ -314,23 +326,17 @@ TuneOutcome tune_conv(const ConvProblem& p, const ConvCandidates& candidates, co
   if (timed.size() >= 2 && o.confirm_rounds > 0 && timed[1].second <= o.confirm_margin * timed[0].second &&
       tuning.clock.now() - start + o.confirm_rounds * runs * (timed[0].second + timed[1].second) <=
           o.budget_seconds) {
-    std::vector<double> again[2];
+    std::optional<std::pair<double, double>> again;
     try {
-      for (int round = 0; round < o.confirm_rounds; ++round)
-        for (int i = 0; i < 2; ++i) {
-          const int c = (round + i) % 2;  // the runner-up first in odd rounds
-          const std::vector<double> more = tuning.more(timed[c].first, on_device, runs);
-          again[c].insert(again[c].end(), more.begin(), more.end());
-        }
+      again = alternating_medians(o.confirm_rounds, [&](int c) { return tuning.more(timed[c].first, on_device, runs); });
     } catch (const DeviceContextError& e) {
       say(msg("[metaopt]   timing again failed: ", e.what(), "; the device context is lost, tuning stops"));
       throw;
     } catch (const std::exception& e) {  // keep the first pass's choice
       say(msg("[metaopt]   timing again failed: ", e.what(), "; the first timings decide"));
-      again[0].clear();
     }
-    if (!again[0].empty()) {
-      const double m0 = median(again[0]), m1 = median(again[1]);
+    if (again) {
+      const auto [m0, m1] = *again;
       say(msg("[metaopt]   close call, timed again in ", o.confirm_rounds, " alternating rounds: ",
               timed[0].first->name(), " ", seconds_text(m0), ", ", timed[1].first->name(), " ", seconds_text(m1),
               m1 < m0 ? " (the order changed)" : ""));
@@ -340,11 +346,10 @@ TuneOutcome tune_conv(const ConvProblem& p, const ConvCandidates& candidates, co
     }
   }
   out.winner = timed[0].first;
-  best = timed[0].second;
-  out.seconds = *best;
-  out.why = msg("timing: ", seconds_text(*best), ", fastest of ", out.timed, " timed");
-  say(msg("[metaopt]   = ", out.winner->name(), " (", seconds_text(*best), ", fastest of ", out.timed, ")"));
-  if (o.cache) o.cache->put(key, TuningEntry{out.winner->name(), out.winner->version(), *best});
+  out.seconds = timed[0].second;
+  out.why = msg("timing: ", seconds_text(out.seconds), ", fastest of ", out.timed, " timed");
+  say(msg("[metaopt]   = ", out.winner->name(), " (", seconds_text(out.seconds), ", fastest of ", out.timed, ")"));
+  if (o.cache) o.cache->put(key, TuningEntry{out.winner->name(), out.winner->version(), out.seconds});
   return out;
 }
 

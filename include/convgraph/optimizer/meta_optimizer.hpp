@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "convgraph/optimizer/conv_impl_op.hpp"
@@ -159,6 +160,13 @@ struct TuneOutcome {
   double seconds = 0;   ///< winner's median time
   int timed = 0;        ///< candidates timed in this call
 };
+
+/// A close call timed again: `rounds` alternating rounds of time_runs(0) and time_runs(1)
+/// (the leader first in even rounds, the runner-up first in odd ones), each returning the
+/// run times of one burst; the medians of all of 0's and of all of 1's runs. tune_conv
+/// decides close calls with it, and convgraph-anchors chooses as tune_conv does. Throws
+/// what time_runs throws.
+std::pair<double, double> alternating_medians(int rounds, const std::function<std::vector<double>(int)>& time_runs);
 
 /// Tunes one problem among `candidates` (their verdicts: declined ones are only reported).
 TuneOutcome tune_conv(const ConvProblem& p, const ConvCandidates& candidates, const std::string& label,
