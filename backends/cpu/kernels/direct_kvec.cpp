@@ -125,24 +125,34 @@ void tile(const float* const* src, const float* w, const i64* taps, i64 T, i64 n
 }
 
 /// out[c * ostride + k] = in[k * istride + c] for k < rows, c < cols, in whole kVL x kVL
-/// blocks through registers; returns the extents the blocks covered (rows and cols rounded
-/// down to kVL), the caller moves the rest one float at a time. Unit stores and dy chunks
-/// moved one float per load and store before (Zen 4, resnet_stem forward, 1 thread: 26.9
-/// -> 21.0 ms; Zen 3 with 8 x 8 blocks: the stem 0.57 -> 0.69 of peak).
+/// blocks through registers; returns the extents the blocks covered (rows rounded down to
+/// kRun, cols to kVL), the caller moves the rest one float at a time. Unit stores and dy
+/// chunks moved one float per load and store before (Zen 4, resnet_stem forward, 1 thread:
+/// 26.9 -> 21.0 ms; Zen 3 with 8 x 8 blocks: the stem 0.57 -> 0.69 of peak). kStream: the
+/// stores bypass the caches, and each output row gets a whole 64-byte line at once (two
+/// 8 x 8 blocks with AVX2): half lines, finished a block later, left the write-combining
+/// buffers to flush partial lines (Zen 3, resnet_stem forward, 1 thread: 33.5 -> 27-29 ms).
 template <bool kStream = false>
 std::pair<i64, i64> transpose_blocks(const float* in, i64 istride, float* out, i64 ostride, i64 rows, i64 cols) {
-  const i64 rv = rows / kVL * kVL, cv = cols / kVL * kVL;
-  for (i64 k = 0; k < rv; k += kVL)
+  constexpr int kRun = kStream ? std::max(kVL, 16) : kVL;  // rows stored per output row at once
+  constexpr int kSub = kRun / kVL;
+  const i64 rv = rows / kRun * kRun, cv = cols / kVL * kVL;
+  for (i64 k = 0; k < rv; k += kRun)
     for (i64 c = 0; c < cv; c += kVL) {
-      vnat r[kVL];
+      vnat r[kSub][kVL];
+#pragma GCC unroll 2
+      for (int h = 0; h < kSub; ++h) {
 #pragma GCC unroll 16
-      for (int i = 0; i < kVL; ++i) r[i] = loadn(in + (k + i) * istride + c);
-      transposen(r);
-#pragma GCC unroll 16
-      for (int i = 0; i < kVL; ++i) {
-        if constexpr (kStream) stream_storen(out + (c + i) * ostride + k, r[i]);
-        else storen(out + (c + i) * ostride + k, r[i]);
+        for (int i = 0; i < kVL; ++i) r[h][i] = loadn(in + (k + h * kVL + i) * istride + c);
+        transposen(r[h]);
       }
+#pragma GCC unroll 16
+      for (int i = 0; i < kVL; ++i)
+#pragma GCC unroll 2
+        for (int h = 0; h < kSub; ++h) {
+          if constexpr (kStream) stream_storen(out + (c + i) * ostride + k + h * kVL, r[h][i]);
+          else storen(out + (c + i) * ostride + k + h * kVL, r[h][i]);
+        }
     }
   return {rv, cv};
 }
