@@ -259,7 +259,7 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
   const i64 src_channels = Q * p.G;
   // Walks flat pixels (image n, position r = (o0, o1, o2)) without divisions, which would
   // cost as much as a small layer's arithmetic, and with offsets kept up as it goes (a
-  // C = 1 layer's per-pixel multiplies cost a tenth of its time): `src` is the offset of
+  // C = 1 layer's per-pixel multiplies cost an eighth of its time): `src` is the offset of
   // the pixel's first tap in the padded source, `dst` of its value in the destination,
   // images src_image and dst_image floats apart.
   struct PixelWalk {
@@ -393,8 +393,8 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
   // Taps whose reads all land in the zero padding are skipped: each tile runs the span of
   // tap indices covering its pixels' in-source taps (axis by axis, tables per coordinate).
   // A valid layer's input gradient (a full correlation of dy) reads mostly padding.
-  // Where every pixel reads all its taps inside the source (valid layers), the spans are
-  // skipped: their per-pixel table look-ups cost a third of a C = 1 layer's time.
+  // Where every pixel reads all its taps inside the source (valid layers), each tile runs
+  // them all and the per-pixel look-ups are skipped (a twentieth of a C = 1 layer's time).
   std::array<std::vector<i64>, 3> tlo, thi;
   bool every_tap = true;
   for (std::size_t a = 0; a < 3; ++a)
