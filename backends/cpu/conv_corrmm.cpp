@@ -48,6 +48,11 @@ constexpr i64 kMinSegment = 32;
 /// dW blocks for grad weights: rows x columns of the Kg x Cg*KS matrix per task.
 constexpr i64 kWgradRows = 64;
 constexpr i64 kWgradCols = 256;
+/// Pointwise planes below this many positions run as one GEMM over all images (Plan::
+/// batched). Zen 3, 1 thread, % of peak, one image against 8 side by side: 1024 x P x 256
+/// at P = 16 77 -> 89, 36 71 -> 88, 49 70 -> 86 (2048 x 49 x 512), 100 84 -> 87; 64 and
+/// 144 and up level. Grad inputs, 512 x 49 x 2048 with A transposed: 59 -> 78.
+constexpr i64 kBatchedPositions = 128;
 
 struct Plan {
   ConvGeometry g;
@@ -58,6 +63,12 @@ struct Plan {
   /// packer transposed a gathered copy of it per tile: res_down_1x1 (8x256x28x28 -> 512,
   /// stride 2), 2 threads, Zen 4, 2.8 ms, against 2.1 for the same GEMM at stride 1.
   bool subsample = false;
+  /// float32 forward and grad inputs of a pointwise filter on planes of fewer than
+  /// kBatchedPositions positions (ResNet's 7x7 stage): one GEMM per group whose columns are
+  /// every image's positions side by side, packed from the planes, its product copied to
+  /// them tile by tile from the workspace. One GEMM per image is a few column slivers wide,
+  /// the last mostly padding (see kBatchedPositions).
+  bool batched = false;
   i64 rows = 0;          ///< column-matrix rows of all groups: C * KS
   i64 seg_len = 0;       ///< output positions per segment (the last one of an image may be shorter)
   i64 segs_per_image = 0;
@@ -90,6 +101,12 @@ Plan make_plan(const ConvProblem& p) {
     if (inside && detail::try_mul(g.N * g.C, P * 4, bytes) &&
         static_cast<std::size_t>(bytes) <= p.workspace_limit) {
       pl.subsample = true;
+      pl.workspace = static_cast<std::size_t>(bytes);
+    }
+    const i64 product_rows = p.direction == ConvDirection::forward ? g.Kg : g.Cg;
+    if (pl.pointwise && p.direction != ConvDirection::grad_weights && g.N > 1 && P < kBatchedPositions &&
+        detail::try_mul(product_rows * g.N, P * 4, bytes) && static_cast<std::size_t>(bytes) <= p.workspace_limit) {
+      pl.batched = true;
       pl.workspace = static_cast<std::size_t>(bytes);
     }
     return pl;
@@ -275,6 +292,7 @@ class FusedRunner {
 
   // Y_g(n) = W_g * im2col(x_g(n)), one GEMM per image and group, the epilogue per C tile.
   void forward() {
+    if (pl_.batched) return pointwise_batched(ConvDirection::forward);
     each(g_.N * g_.G, 2, [&](i64 i, ThreadPool* pool) {
       const i64 n = i / g_.G, grp = i % g_.G;
       const Source src{&g_, image(n, grp), 0};
@@ -326,6 +344,7 @@ class FusedRunner {
   // of one image, so no two tasks add into the same plane.
   void grad_inputs() {
     if (g_.N == 0) return;
+    if (pl_.batched) return pointwise_batched(ConvDirection::grad_inputs);
     if (pl_.pointwise) {  // dX_g = W_g^T * dY_g: the GEMM writes dX directly
       each(g_.N * g_.G, 2, [&](i64 i, ThreadPool* pool) {
         const i64 n = i / g_.G, grp = i % g_.G;
@@ -364,6 +383,77 @@ class FusedRunner {
       sgemm(true, false, nc * KS_, np, g_.Kg, 1.0f, w_ + grp * g_.Kg * rows_ + c0 * KS_, rows_,
             y_ + (n * g_.K + grp * g_.Kg) * P_ + p0, P_, 0.0f, col, np, nullptr);
       col2im_add(g_, col, nc, p0, p0 + np, dx);
+    }
+  }
+
+  /// A group's planes in every image as one matrix (Plan::batched): row k is channel k of
+  /// the group, column j position j % P of image j / P.
+  struct Planes {
+    float* base;  ///< the group's first plane in image 0
+    i64 image;    ///< floats from one image's planes to the next's
+    i64 P;
+    /// fn(image, position, column, length) for each run of columns [j0, j1) in one image.
+    template <class Fn>
+    void runs(i64 j0, i64 j1, Fn&& fn) const {
+      for (i64 j = j0; j < j1;) {
+        const i64 img = j / P, pos = j % P, len = std::min(j1 - j, P - pos);
+        fn(img, pos, j, len);
+        j += len;
+      }
+    }
+    /// The PanelSource packer: rows k0..k0+kc, columns j0..j0+n as the GEMM's slivers.
+    static void pack(const void* ctx, i64, i64 k0, i64 kc, i64 j0, i64 n, int nr, float* dst) {
+      const auto& s = *static_cast<const Planes*>(ctx);
+      for (i64 q = 0; q * nr < n; ++q) {
+        float* d = dst + q * kc * nr;
+        const i64 c0 = j0 + q * nr, cn = std::min<i64>(nr, n - q * nr);
+        s.runs(c0, c0 + cn, [&](i64 img, i64 pos, i64 j, i64 len) {
+          const float* src = s.base + img * s.image + k0 * s.P + pos;
+          for (i64 k = 0; k < kc; ++k) std::copy(src + k * s.P, src + k * s.P + len, d + k * nr + (j - c0));
+        });
+        if (cn < nr)
+          for (i64 k = 0; k < kc; ++k) std::fill(d + k * nr + cn, d + (k + 1) * nr, 0.0f);
+      }
+    }
+  };
+  /// The batched product's finished tile copied to the destination planes (the forward
+  /// epilogue on each run as it lands): rows are channels channel0.. of the destination.
+  struct BatchedTile {
+    const FusedRunner* r;
+    const Planes* out;
+    const float* product;
+    i64 ld, channel0;
+    bool epilogue;
+    static void copy(const void* ctx, i64 i0, i64 i1, i64 j0, i64 j1) {
+      const auto& t = *static_cast<const BatchedTile*>(ctx);
+      t.out->runs(j0, j1, [&](i64 img, i64 pos, i64 j, i64 len) {
+        for (i64 i = i0; i < i1; ++i) {
+          float* dst = t.out->base + img * t.out->image + i * t.out->P + pos;
+          std::copy(t.product + i * t.ld + j, t.product + i * t.ld + j + len, dst);
+          if (t.epilogue)
+            CONVGRAPH_ISA_CALL(conv_epilogue, t.r->epilogue_, DType::float32, dst, dst - t.r->y_, t.channel0 + i, len);
+        }
+      });
+    }
+  };
+
+  /// Plan::batched, per group one GEMM over every image's positions into the workspace:
+  /// forward Y_g = W_g * X_g, grad inputs dX_g = W_g^T * dY_g.
+  void pointwise_batched(ConvDirection dir) {
+    const bool fwd = dir == ConvDirection::forward;
+    const i64 NP = g_.N * P_, M = fwd ? g_.Kg : g_.Cg, depth = fwd ? g_.Cg : g_.Kg;
+    auto* product = static_cast<float*>(ctx_.workspace);
+    for (i64 grp = 0; grp < g_.G; ++grp) {
+      const Planes x{x_ + grp * g_.Cg * P_, g_.C * P_, P_}, y{y_ + grp * g_.Kg * P_, g_.K * P_, P_};
+      const Planes& in = fwd ? x : y;
+      const PanelSource ps{&Planes::pack, &in};
+      const BatchedTile tile{this, fwd ? &y : &x, product, NP, grp * M, fwd && !epilogue_.empty()};
+      const TileHook hook{&BatchedTile::copy, &tile};
+      SgemmExt ext;
+      ext.b_source = &ps;
+      ext.tile_done = &hook;
+      sgemm_ex(!fwd, false, M, NP, depth, 1.0f, w_ + grp * g_.Kg * g_.Cg, g_.Cg, nullptr, NP, 0.0f,
+               product, NP, ext, ctx_.pool);
     }
   }
 
@@ -462,20 +552,23 @@ class CorrMMAlgorithm final : public ConvAlgorithm {
   /// GEMM's packing (a gather from the image, or the col2im scatter), which costs about
   /// kPackFlops of the thread's arithmetic (fitted to the standard layers at 2 threads:
   /// the 7x7/s2 stem and 3x3 layers with 64 filters, where it is a fifth of the time).
+  /// Plan::batched is one GEMM per group over all images, its product copied out once.
   double estimated_seconds(const ConvProblem& p, const MachineModel& m) const override {
     constexpr double kPackFlops = 64;
-    const std::int64_t rows = p.Cg() * p.kernel_numel(), cols = p.out_numel();
+    const Plan pl = make_plan(p);
+    const std::int64_t rows = p.Cg() * p.kernel_numel(), cols = p.out_numel() * (pl.batched ? p.N : 1);
     const double eff = p.direction == ConvDirection::forward       ? gemm_efficiency(p.Kg(), cols, rows)
                        : p.direction == ConvDirection::grad_inputs ? gemm_efficiency(rows, cols, p.Kg())
                                                                    : gemm_efficiency(p.Kg(), rows, cols);
-    const double elements = ConvGeometry(p).is_pointwise() || make_plan(p).subsample
+    const double elements = pl.pointwise || pl.subsample
                                 ? 0.0
                                 : static_cast<double>(rows * p.G) * static_cast<double>(cols * p.N);
     const bool f64 = computes_in_float64(p);
     const double columns = p.dtype == DType::float32
                                ? elements * kPackFlops / m.flops_per_s(f64)
                                : 2.0 * elements * static_cast<double>(dtype_size(p.dtype)) / 4 / m.bytes_per_s();
-    return p.flops() / (m.flops_per_s(f64) * eff) + columns + operand_bytes(p) / m.bytes_per_s() +
+    const double product = pl.batched ? 2.0 * static_cast<double>(pl.workspace) : 0.0;  // written, copied out
+    return p.flops() / (m.flops_per_s(f64) * eff) + columns + (operand_bytes(p) + product) / m.bytes_per_s() +
            kConvCallSeconds;
   }
 

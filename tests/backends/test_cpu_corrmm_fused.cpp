@@ -218,3 +218,65 @@ TEST_CASE("corrmm fused: the forward epilogue is applied on every tile", "[backe
     CHECK(err < 1e-4);
   }
 }
+
+TEST_CASE("corrmm fused: pointwise filters on small planes run one GEMM over all images, or one per image under a limit",
+          "[backends][conv][cpu][corrmm]") {
+  // Planes below 128 positions (Plan::batched): forward and grad inputs put every image's
+  // positions side by side as the GEMM's columns (register slivers that span images) and
+  // copy the product out tile by tile; without workspace they run one GEMM per image. Both
+  // match the reference, integers exactly, with the same bits on any pool; the forward
+  // epilogue (bias, residual, relu) lands on every copied run.
+  const auto corrmm = make_cpu_corrmm_algorithm();
+  ThreadPool p2(2), p3(3);
+  const std::vector<ConvCase> cases = {
+      make_conv_case("7x7 planes", {5, 40, 7, 7}, {36, 40, 1, 1}, "valid", {1, 1}),
+      make_conv_case("grouped 5x6", {3, 12, 5, 6}, {18, 4, 1, 1}, "valid", {1, 1}, {}, false, 3),
+      make_conv_case("1-D, 3 positions", {11, 9, 3}, {20, 9, 1}, "valid", {1}),
+      make_conv_case("3-D 2x3x4", {4, 7, 2, 3, 4}, {13, 7, 1, 1, 1}, "valid", {1, 1, 1}),
+      make_conv_case("one image", {1, 16, 7, 7}, {24, 16, 1, 1}, "valid", {1, 1}),
+  };
+  for (const ConvCase& c : cases)
+    for (ConvDirection dir : {ConvDirection::forward, ConvDirection::grad_inputs})
+      for (std::size_t limit : {std::numeric_limits<std::size_t>::max(), std::size_t{0}}) {
+        ConvProblem p = c.problem(dir, DType::float32);
+        p.workspace_limit = limit;
+        INFO(c.name << " " << p.key() << " workspace limit " << limit);
+        REQUIRE(corrmm->applicable(p));
+        CHECK((corrmm->workspace_bytes(p) > 0) == (limit > 0 && p.N > 1));  // batched only when it fits
+        const ConvOperands ints = make_operands(p, 51, /*integers=*/true), reals = make_operands(p, 52);
+        const ConvProblem p64 = c.problem(dir, DType::float64);
+        CHECK(max_abs_diff(run_cpu_conv(*corrmm, p, ints, &p2).out, reference_output(p64, ints)) == 0.0);
+        const auto ref = reference_output(p64, reals);
+        const auto one = run_cpu_conv(*corrmm, p, reals, nullptr).out;
+        CHECK(max_abs_diff(one, ref) <= 1e-4 * std::max(1.0, max_abs(ref)));
+        CHECK(max_abs_diff(run_cpu_conv(*corrmm, p, reals, &p2).out, one) == 0.0);
+        CHECK(max_abs_diff(run_cpu_conv(*corrmm, p, reals, &p3).out, one) == 0.0);
+      }
+
+  // The epilogue through the batched copy: 36 channels of 7x7 planes in 5 images.
+  const ConvCase& c = cases[0];
+  const ConvProblem p = c.problem(ConvDirection::forward, DType::float32);
+  REQUIRE(corrmm->workspace_bytes(p) > 0);
+  const ConvOperands ops = make_operands(p, 53);
+  const auto ref = reference_output(c.problem(ConvDirection::forward, DType::float64), ops);
+  const auto bias = random_values(36, 54), residual = random_values(ref.size(), 55);
+  const std::vector<float> x(ops.x.begin(), ops.x.end()), w(ops.w.begin(), ops.w.end());
+  const std::vector<float> b(bias.begin(), bias.end()), r(residual.begin(), residual.end());
+  std::vector<float> ws(corrmm->workspace_bytes(p) / sizeof(float));
+  for (ThreadPool* pp : {&p2, static_cast<ThreadPool*>(nullptr)}) {
+    std::vector<float> y(ref.size(), NAN);
+    ConvTensors t{const_cast<float*>(x.data()), const_cast<float*>(w.data()), y.data(),
+                  {b.data(), r.data(), ConvActivation::relu}};
+    ConvContext ctx;
+    ctx.pool = pp;
+    ctx.workspace = ws.data();
+    ctx.workspace_bytes = ws.size() * sizeof(float);
+    corrmm->run(p, t, ctx);
+    double err = 0;
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+      const double want = std::max(0.0, ref[i] + bias[(i / 49) % 36] + residual[i]);
+      err = std::max(err, std::abs(static_cast<double>(y[i]) - want));
+    }
+    CHECK(err < 1e-4);
+  }
+}
