@@ -59,6 +59,8 @@ constexpr int kTiles = 12 * 1024 / static_cast<int>(kAcc * kL * sizeof(float));
 constexpr i64 kChunkBytes = 24 * 1024;  // weights per source-channel chunk (L1)
 constexpr i64 kChunkPages = 32;         // source channels per chunk when planes exceed a page
 constexpr i64 kChunkPixels = 96;        // grad weights: dy pixels transposed at a time (L1)
+// A pixel's tap-span look-ups cost about as much as this many reduction steps of its tile.
+constexpr double kSkippedTapsWorthLookUps = 8;
 using vkf = float __attribute__((vector_size(kL * sizeof(float))));
 static_assert(kKvecMaxBlock % (kL * kMaxNK) == 0 && kKvecMaxTileRows % kMaxP == 0);
 // Below AVX-512 a layer has at least two vectors of channels (no 1-vector shape).
@@ -419,6 +421,9 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
       thi[a].push_back(r[1]);
       every_tap = every_tap && r[0] == 0 && r[1] == pl.ker[a];
     }
+  // Likewise where the padding's taps are too few to pay for the look-ups (they read the
+  // zero-padded copy): under kSkippedTapsWorthLookUps (source channel, tap) steps a pixel.
+  every_tap = every_tap || (1.0 - pl.tap_fraction()) * static_cast<double>(T * Q) < kSkippedTapsWorthLookUps;
   // A unit's pixel set-up (source bases, destination offsets, tap spans) serves every
   // channel block when there are pixel runs enough to keep the threads busy without
   // splitting the blocks (7x7 layers have a few runs: one block per unit there). Each
