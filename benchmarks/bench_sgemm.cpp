@@ -3,7 +3,7 @@
 // layers into ("--filter layer": every layer of benchmarks/layers.txt, each direction).
 //
 //   bench_sgemm [--threads 1,2] [--samples N] [--filter substring] [--isa avx512|avx2|baseline] [--no-eigen] [--best]
-//               [--wall] [--cpu] [--version]     (--opt=value works too)
+//               [--wall] [--cpu] [--shape MxNxK[:ta|:tb|:tatb]]... [--version]     (--opt=value works too)
 //
 // Prints an FMA peak check first (these hosts sometimes run one vCPU at half speed: rerun
 // when it reads low), then per shape and thread count the median GFLOP/s of each
@@ -13,6 +13,7 @@
 // rows are wall time and need a quiet machine (--cpu: process CPU time over the thread count).
 #include <algorithm>
 #include <array>
+#include <cinttypes>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -269,7 +270,30 @@ int main(int argc, char** argv) {
                "time multi-thread rows in process CPU time divided by the thread count (work, not waits: "
                "for a busy machine; load imbalance and hand-off waits do not show)");
   app.add_flag("--no-eigen", no_eigen, "leave Eigen out (it is the slowest, and timing it takes most of the run)");
+  std::vector<std::string> shape_texts;
+  app.add_option("--shape", shape_texts,
+                 "time these shapes instead of the built-in ones: MxNxK, optionally :ta, :tb or :tatb (op(A) or "
+                 "op(B) stored transposed); repeatable")
+      ->type_name("MxNxK[:ta|:tb|:tatb]");
   if (const int status = convgraph::bench::parse_cli(app, argc, argv); status >= 0) return status;
+  std::vector<Shape> shapes(std::begin(kShapes), std::end(kShapes));
+  if (!shape_texts.empty()) {
+    shapes.clear();
+    for (const std::string& text : shape_texts) {
+      Shape sh{text.c_str(), false, false, 0, 0, 0};
+      char flags[8] = "";
+      const int got = std::sscanf(text.c_str(), "%" SCNd64 "x%" SCNd64 "x%" SCNd64 ":%7s", &sh.M, &sh.N, &sh.K, flags);
+      const std::string f = flags;
+      if (got < 3 || sh.M < 1 || sh.N < 1 || sh.K < 1 || (got == 4 && f != "ta" && f != "tb" && f != "tatb")) {
+        std::fprintf(stderr, "bench_sgemm: error: --shape %s: expected MxNxK with positive sizes, then :ta, :tb or :tatb\n",
+                     text.c_str());
+        return 2;
+      }
+      sh.ta = f == "ta" || f == "tatb";
+      sh.tb = f == "tb" || f == "tatb";
+      shapes.push_back(sh);
+    }
+  }
   CpuIsa isa = active_cpu_isa();
   if (!isa_name.empty()) {
     const auto parsed = parse_cpu_isa(isa_name);
@@ -309,7 +333,7 @@ int main(int argc, char** argv) {
   std::vector<std::array<int, 2>> rows(thread_counts.size(), {0, 0});
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  for (const Shape& s : kShapes) {
+  for (const Shape& s : shapes) {
     if (!filter.empty() && std::string(s.name).find(filter) == std::string::npos) continue;
     const std::int64_t lda = s.ta ? s.M : s.K, ldb = s.tb ? s.K : s.N, ldc = s.N;
     const HostFloats A(static_cast<std::size_t>(s.M * s.K)), B(static_cast<std::size_t>(s.K * s.N));

@@ -49,9 +49,9 @@ constexpr i64 kMinSegment = 32;
 constexpr i64 kWgradRows = 64;
 constexpr i64 kWgradCols = 256;
 /// Pointwise planes below this many positions run as one GEMM over all images (Plan::
-/// batched). Zen 3, 1 thread, % of peak, one image against 8 side by side: 1024 x P x 256
-/// at P = 16 77 -> 89, 36 71 -> 88, 49 70 -> 86 (2048 x 49 x 512), 100 84 -> 87; 64 and
-/// 144 and up level. Grad inputs, 512 x 49 x 2048 with A transposed: 59 -> 78.
+/// batched). Zen 3, 1 thread, % of peak, one image's GEMM against eight side by side
+/// (bench_sgemm --shape): 2048x49x512 73 -> 88, 512x49x2048 with A transposed (grad inputs)
+/// 57 -> 82, 1024 x P x 256 at P = 16 73 -> 89 and 36 68 -> 88; level at 64 and 144.
 constexpr i64 kBatchedPositions = 128;
 
 struct Plan {
