@@ -1,7 +1,8 @@
 // "cpu.corrmm": im2col + GEMM (Theano's CorrMM and Corr3dMM in one N-d code path).
 //
-// float32 (FusedRunner) never materialises the column matrix (one exception: a strided 1x1
-// filter's grad weights subsamples x into the workspace, see Plan::subsample): the GEMM packs its B panels
+// float32 (FusedRunner) never materialises the column matrix (its workspace holds only a
+// strided 1x1 filter's subsampled x for grad weights, Plan::subsample, or the product of a
+// 1x1 filter on small planes over all images, Plan::batched): the GEMM packs its B panels
 // straight from the image (im2col_pack; sgemm.hpp PanelSource), grad weights is one
 // batch-reduce GEMM over all images (the GEMM splits its long depth among the threads
 // when dW is small), and grad inputs scatters each small column tile (col2im) while it
@@ -105,7 +106,7 @@ Plan make_plan(const ConvProblem& p) {
     }
     const i64 product_rows = p.direction == ConvDirection::forward ? g.Kg : g.Cg;
     if (pl.pointwise && p.direction != ConvDirection::grad_weights && g.N > 1 && P < kBatchedPositions &&
-        detail::try_mul(product_rows * g.N, P * 4, bytes) && static_cast<std::size_t>(bytes) <= p.workspace_limit) {
+        detail::try_mul(product_rows, g.N * P * 4, bytes) && static_cast<std::size_t>(bytes) <= p.workspace_limit) {
       pl.batched = true;
       pl.workspace = static_cast<std::size_t>(bytes);
     }

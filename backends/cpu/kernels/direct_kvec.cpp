@@ -393,14 +393,11 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
   // window a unit's taps read in each of its channels both stay in L1, and a tile's
   // broadcasts touch at most kChunkPages pages (one per channel once planes exceed a page),
   // so the DTLB holds them (1x1 layers on 56x56 planes ran 3x slower without this cap).
-  // The window is what the first unit reads: from its first pixel's first tap to its last
-  // pixel's last (tall filters on narrow rows read many rows: Zen 3, 1 thread, 4x192x17x17
-  // with a 7x1 filter, 27 channels a chunk, weights and windows 48 KiB: 8.0 -> 6.5-6.6 ms at 17).
-  const i64 window = [&] {
-    PixelWalk first(pl, 0, 0, 0), last(pl, std::min(unit_pixels, pixels) - 1, 0, 0);
-    const i64 span = last.src - first.src + tap_off.back() + 1;
-    return last.src >= first.src ? std::min(span, pl.padded_numel) : pl.padded_numel;  // past an image: all of it
-  }();
+  // The window is what the first unit reads, from its first pixel's first tap (offset 0)
+  // to its last pixel's last, as if its images' planes lay back to back (tall filters on
+  // narrow rows read many rows: Zen 3, 1 thread, 4x192x17x17 with a 7x1 filter, 27 channels
+  // a chunk, weights and windows 48 KiB: 8.0 -> 6.5-6.6 ms at 17).
+  const i64 window = PixelWalk(pl, std::min(unit_pixels, pixels) - 1, pl.padded_numel, 0).src + tap_off.back() + 1;
   const i64 weights = T * B * static_cast<i64>(sizeof(float));
   i64 qc = std::clamp<i64>(cpu_cache_sizes().l1d / (weights + window * static_cast<i64>(sizeof(float))), 1,
                            std::max<i64>(1, kChunkBytes / weights));
