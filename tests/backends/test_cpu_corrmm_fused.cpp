@@ -69,6 +69,50 @@ float panel_at(const std::vector<float>& panel, i64 kc, int nr, i64 k, i64 j) {
   return panel[static_cast<std::size_t>((j / nr) * kc * nr + k * nr + j % nr)];
 }
 
+/// corrmm on p (float32, case c) against the float64 reference: integers (seed) exactly on
+/// two threads, reals (seed + 1) within 1e-4 of the largest value without threads, and the
+/// same bits on two and three threads.
+void check_reference_on_any_pool(const ConvAlgorithm& corrmm, const ConvCase& c, const ConvProblem& p,
+                                 std::uint64_t seed) {
+  ThreadPool p2(2), p3(3);
+  const ConvOperands ints = make_operands(p, seed, /*integers=*/true), reals = make_operands(p, seed + 1);
+  const ConvProblem p64 = c.problem(p.direction, DType::float64);
+  CHECK(max_abs_diff(run_cpu_conv(corrmm, p, ints, &p2).out, reference_output(p64, ints)) == 0.0);
+  const auto ref = reference_output(p64, reals);
+  const auto one = run_cpu_conv(corrmm, p, reals, nullptr).out;
+  CHECK(max_abs_diff(one, ref) <= 1e-4 * std::max(1.0, max_abs(ref)));
+  CHECK(max_abs_diff(run_cpu_conv(corrmm, p, reals, &p2).out, one) == 0.0);
+  CHECK(max_abs_diff(run_cpu_conv(corrmm, p, reals, &p3).out, one) == 0.0);
+}
+
+/// The largest error of corrmm's forward on case c with the fused epilogue (bias, a
+/// residual, relu) against relu(reference + bias + residual), given the workspace it asks
+/// for. Operands from seed, bias seed + 1, residual seed + 2.
+double epilogue_error(const ConvAlgorithm& corrmm, const ConvCase& c, ThreadPool* pool, std::uint64_t seed) {
+  const ConvProblem p = c.problem(ConvDirection::forward, DType::float32);
+  const ConvOperands ops = make_operands(p, seed);
+  const auto ref = reference_output(c.problem(ConvDirection::forward, DType::float64), ops);
+  const auto bias = random_values(static_cast<std::size_t>(p.K), seed + 1);
+  const auto residual = random_values(ref.size(), seed + 2);
+  const std::vector<float> x(ops.x.begin(), ops.x.end()), w(ops.w.begin(), ops.w.end());
+  const std::vector<float> b(bias.begin(), bias.end()), r(residual.begin(), residual.end());
+  std::vector<float> y(ref.size(), NAN), ws(corrmm.workspace_bytes(p) / sizeof(float));
+  ConvTensors t{const_cast<float*>(x.data()), const_cast<float*>(w.data()), y.data(),
+                {b.data(), r.data(), ConvActivation::relu}};
+  ConvContext ctx;
+  ctx.pool = pool;
+  ctx.workspace = ws.data();
+  ctx.workspace_bytes = ws.size() * sizeof(float);
+  corrmm.run(p, t, ctx);
+  const std::size_t plane = static_cast<std::size_t>(cpu::ConvGeometry(p).out_numel);
+  double err = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double want = std::max(0.0, ref[i] + bias[(i / plane) % bias.size()] + residual[i]);
+    err = std::max(err, std::abs(static_cast<double>(y[i]) - want));
+  }
+  return err;
+}
+
 }  // namespace
 
 TEST_CASE("corrmm fused: im2col_pack and im2col_pack_t are im2col cut into panels",
@@ -167,7 +211,6 @@ TEST_CASE("corrmm fused: strided 1x1 grad weights on subsampled x, or through th
   // column source as before. Both match the reference, integers exactly, on any pool. 2-D
   // (stride 2 on 8x9 / 9x8 planes, groups) and 3-D (strides 2, 1, 3).
   const auto corrmm = make_cpu_corrmm_algorithm();
-  ThreadPool p2(2), p3(3);
   const std::vector<ConvCase> cases = {
       make_conv_case("1x1 s2", {3, 20, 8, 9}, {24, 20, 1, 1}, "valid", {2, 2}),
       make_conv_case("1x1 s2 grouped", {2, 12, 9, 8}, {18, 4, 1, 1}, "valid", {2, 2}, {}, false, 3),
@@ -180,14 +223,7 @@ TEST_CASE("corrmm fused: strided 1x1 grad weights on subsampled x, or through th
       INFO(c.name << " workspace limit " << limit);
       REQUIRE(corrmm->applicable(p));
       CHECK((corrmm->workspace_bytes(p) > 0) == (limit > 0));  // x subsampled only when it fits
-      const ConvOperands ints = make_operands(p, 41, /*integers=*/true), reals = make_operands(p, 42);
-      const ConvProblem p64 = c.problem(ConvDirection::grad_weights, DType::float64);
-      CHECK(max_abs_diff(run_cpu_conv(*corrmm, p, ints, &p2).out, reference_output(p64, ints)) == 0.0);
-      const auto ref = reference_output(p64, reals);
-      const auto one = run_cpu_conv(*corrmm, p, reals, nullptr).out;
-      CHECK(max_abs_diff(one, ref) <= 1e-4 * std::max(1.0, max_abs(ref)));
-      CHECK(max_abs_diff(run_cpu_conv(*corrmm, p, reals, &p2).out, one) == 0.0);
-      CHECK(max_abs_diff(run_cpu_conv(*corrmm, p, reals, &p3).out, one) == 0.0);
+      check_reference_on_any_pool(*corrmm, c, p, 41);
     }
 }
 
@@ -196,27 +232,7 @@ TEST_CASE("corrmm fused: the forward epilogue is applied on every tile", "[backe
   ThreadPool pool(2);
   // 20 channels (a partial register block) x 26*31 positions (several column tiles).
   const ConvCase c = make_conv_case("epilogue", {3, 4, 26, 31}, {20, 4, 3, 3}, 1, {1, 1});
-  const ConvProblem p = c.problem(ConvDirection::forward, DType::float32);
-  const ConvOperands ops = make_operands(p, 41);
-  const auto ref = reference_output(c.problem(ConvDirection::forward, DType::float64), ops);
-  const auto bias = random_values(20, 42), residual = random_values(ref.size(), 43);
-  const std::vector<float> x(ops.x.begin(), ops.x.end()), w(ops.w.begin(), ops.w.end());
-  const std::vector<float> b(bias.begin(), bias.end()), r(residual.begin(), residual.end());
-  for (ThreadPool* pp : {&pool, static_cast<ThreadPool*>(nullptr)}) {
-    std::vector<float> y(ref.size(), NAN);
-    ConvTensors t{const_cast<float*>(x.data()), const_cast<float*>(w.data()), y.data(),
-                  {b.data(), r.data(), ConvActivation::relu}};
-    ConvContext ctx;
-    ctx.pool = pp;
-    corrmm->run(p, t, ctx);
-    const i64 plane = 26 * 31;
-    double err = 0;
-    for (std::size_t i = 0; i < ref.size(); ++i) {
-      const double want = std::max(0.0, ref[i] + bias[(i / plane) % 20] + residual[i]);
-      err = std::max(err, std::abs(static_cast<double>(y[i]) - want));
-    }
-    CHECK(err < 1e-4);
-  }
+  for (ThreadPool* pp : {&pool, static_cast<ThreadPool*>(nullptr)}) CHECK(epilogue_error(*corrmm, c, pp, 41) < 1e-4);
 }
 
 TEST_CASE("corrmm fused: pointwise filters on small planes run one GEMM over all images, or one per image under a limit",
@@ -227,7 +243,6 @@ TEST_CASE("corrmm fused: pointwise filters on small planes run one GEMM over all
   // match the reference, integers exactly, with the same bits on any pool; the forward
   // epilogue (bias, residual, relu) lands on every copied run.
   const auto corrmm = make_cpu_corrmm_algorithm();
-  ThreadPool p2(2), p3(3);
   const std::vector<ConvCase> cases = {
       make_conv_case("7x7 planes", {5, 40, 7, 7}, {36, 40, 1, 1}, "valid", {1, 1}),
       make_conv_case("grouped 5x6", {3, 12, 5, 6}, {18, 4, 1, 1}, "valid", {1, 1}, {}, false, 3),
@@ -243,40 +258,12 @@ TEST_CASE("corrmm fused: pointwise filters on small planes run one GEMM over all
         INFO(c.name << " " << p.key() << " workspace limit " << limit);
         REQUIRE(corrmm->applicable(p));
         CHECK((corrmm->workspace_bytes(p) > 0) == (limit > 0 && p.N > 1));  // batched only when it fits
-        const ConvOperands ints = make_operands(p, 51, /*integers=*/true), reals = make_operands(p, 52);
-        const ConvProblem p64 = c.problem(dir, DType::float64);
-        CHECK(max_abs_diff(run_cpu_conv(*corrmm, p, ints, &p2).out, reference_output(p64, ints)) == 0.0);
-        const auto ref = reference_output(p64, reals);
-        const auto one = run_cpu_conv(*corrmm, p, reals, nullptr).out;
-        CHECK(max_abs_diff(one, ref) <= 1e-4 * std::max(1.0, max_abs(ref)));
-        CHECK(max_abs_diff(run_cpu_conv(*corrmm, p, reals, &p2).out, one) == 0.0);
-        CHECK(max_abs_diff(run_cpu_conv(*corrmm, p, reals, &p3).out, one) == 0.0);
+        check_reference_on_any_pool(*corrmm, c, p, 51);
       }
 
   // The epilogue through the batched copy: 36 channels of 7x7 planes in 5 images.
-  const ConvCase& c = cases[0];
-  const ConvProblem p = c.problem(ConvDirection::forward, DType::float32);
-  REQUIRE(corrmm->workspace_bytes(p) > 0);
-  const ConvOperands ops = make_operands(p, 53);
-  const auto ref = reference_output(c.problem(ConvDirection::forward, DType::float64), ops);
-  const auto bias = random_values(36, 54), residual = random_values(ref.size(), 55);
-  const std::vector<float> x(ops.x.begin(), ops.x.end()), w(ops.w.begin(), ops.w.end());
-  const std::vector<float> b(bias.begin(), bias.end()), r(residual.begin(), residual.end());
-  std::vector<float> ws(corrmm->workspace_bytes(p) / sizeof(float));
-  for (ThreadPool* pp : {&p2, static_cast<ThreadPool*>(nullptr)}) {
-    std::vector<float> y(ref.size(), NAN);
-    ConvTensors t{const_cast<float*>(x.data()), const_cast<float*>(w.data()), y.data(),
-                  {b.data(), r.data(), ConvActivation::relu}};
-    ConvContext ctx;
-    ctx.pool = pp;
-    ctx.workspace = ws.data();
-    ctx.workspace_bytes = ws.size() * sizeof(float);
-    corrmm->run(p, t, ctx);
-    double err = 0;
-    for (std::size_t i = 0; i < ref.size(); ++i) {
-      const double want = std::max(0.0, ref[i] + bias[(i / 49) % 36] + residual[i]);
-      err = std::max(err, std::abs(static_cast<double>(y[i]) - want));
-    }
-    CHECK(err < 1e-4);
-  }
+  REQUIRE(corrmm->workspace_bytes(cases[0].problem(ConvDirection::forward, DType::float32)) > 0);
+  ThreadPool pool(2);
+  for (ThreadPool* pp : {&pool, static_cast<ThreadPool*>(nullptr)})
+    CHECK(epilogue_error(*corrmm, cases[0], pp, 53) < 1e-4);
 }
