@@ -29,7 +29,7 @@ using Pairs = std::vector<std::pair<std::int64_t, std::int64_t>>;
 
 /// Channel counts chosen so every level sees each of its register blocks (kvec_shape: at
 /// AVX-512 16, 32, 48 and 64 channels, 18-24 and 33 as partial vectors, 70 as two blocks
-/// of 48; at AVX2 16-18 channels as 2 vectors, 20-24, 33 and 48 as 3, 32 and 57 as 4, 70
+/// of 48, 8-12 as one partial vector; at AVX2 8 channels as 1 vector, 12 and 16-18 as 2 vectors, 20-24, 33 and 48 as 3, 32 and 57 as 4, 70
 /// as three blocks of 3; at baseline every count as blocks of 2 vectors), pixel
 /// counts that leave short tiles, and tap or (channel, tap) counts that leave a partial
 /// step of the split accumulators or a short last row tile.
@@ -53,6 +53,10 @@ std::vector<ConvCase> kvec_cases() {
       // 28 (AVX2) or 55 (AVX-512) pixel runs of several channel blocks: one thread's units
       // share their pixel set-up over the blocks, eight threads' units take one block each.
       make_conv_case("pixel runs of several channel blocks", {2, 8, 40, 44}, {70, 8, 3, 3}, 1, {1, 1}),
+      // The fewest channels the path takes: 8 (one AVX2 vector, split accumulators) and 12,
+      // grouped as ResNeXt's blocks are, so grad inputs takes it too.
+      make_conv_case("8 channels a group", {2, 24, 9, 10}, {24, 8, 3, 3}, 1, {1, 1}, {}, false, 3),
+      make_conv_case("12 channels, 5x5", {3, 12, 7, 6}, {12, 12, 5, 5}, 2, {1, 1}),
       // Valid layers, whose input gradient skips the taps reading only padding per tile.
       make_conv_case("LeNet-like valid 5x5", {2, 20, 13, 12}, {24, 20, 5, 5}, "valid", {1, 1}),
       make_conv_case("3-D valid dilated", {1, 17, 6, 5, 9}, {16, 17, 2, 3, 3}, "valid", {1, 1, 1}, {2, 1, 2}),
@@ -82,11 +86,11 @@ TEST_CASE("direct: the channel-vectorised path matches the reference at every le
       const double scale = std::max(1.0, max_abs(ref));
       const ConvProblem p = c.problem(dir, DType::float32);
       // The path's workspace shows it is taken: forward and grad weights always here (every
-      // case has K >= 16), grad inputs at stride 1 with C/G >= 16 unless the padding is wider
+      // case has K/G >= 8), grad inputs at stride 1 with C/G >= 8 unless the padding is wider
       // than the kernel.
       const bool stride1 = std::all_of(p.stride.begin(), p.stride.begin() + p.ndim, [](auto s) { return s == 1; });
       const bool kvec = dir != ConvDirection::grad_inputs ||
-                        (stride1 && p.Cg() >= 16 && c.name != "pad wider than the kernel");
+                        (stride1 && p.Cg() >= 8 && c.name != "pad wider than the kernel");
       INFO(c.name << " " << p.key());
       CHECK((direct->workspace_bytes(p) > 0) == kvec);
       for (CpuIsa isa : levels_to_check()) {

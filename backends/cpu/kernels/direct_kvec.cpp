@@ -63,8 +63,6 @@ constexpr i64 kChunkPixels = 96;        // grad weights: dy pixels transposed at
 constexpr double kSkippedTapsWorthLookUps = 8;
 using vkf = float __attribute__((vector_size(kL * sizeof(float))));
 static_assert(kKvecMaxBlock % (kL * kMaxNK) == 0 && kKvecMaxTileRows % kMaxP == 0);
-// Below AVX-512 a layer has at least two vectors of channels (no 1-vector shape).
-static_assert(kL == 16 || kKvecMinChannels >= 2 * kL);
 
 KvecShape shape_for(i64 ndst) { return kvec_shape(ndst, kL); }
 
@@ -170,6 +168,7 @@ TileFn tile_for(const KvecShape& sh) {
   if (sh.vectors == 3) return &tile<8, 3, 1>;
   if (sh.vectors == 4) return &tile<6, 4, 1>;
 #elif CONVGRAPH_ISA_AVX2
+  if (sh.vectors == 1) return &tile<6, 1, 2>;
   if (sh.vectors == 2) return &tile<6, 2, 1>;
   if (sh.vectors == 3) return &tile<4, 3, 1>;
   if (sh.vectors == 4) return &tile<3, 4, 1>;
