@@ -54,7 +54,9 @@ class DirectAlgorithm final : public ConvAlgorithm {
       // Grad weights: 16, fitted on 11 layers (Zen 4, 2 threads: 0.5 of peak at 27 (channel,
       // tap) rows, 0.8 at 72-144, 0.92-0.99 from 147 up; 48 made it 1.3-1.9x too slow).
       const double overhead = pl.grad_weights ? 16 : 96;
-      const double eff = (pl.grad_weights ? 1.0 : 0.9) * lanes * reduction / (reduction + overhead);
+      // A phase of strided grad inputs has a share of the taps per pixel to amortise it over.
+      const double steps = pl.phases > 1 ? reduction * pl.tap_fraction() : reduction;
+      const double eff = (pl.grad_weights ? 1.0 : 0.9) * lanes * steps / (steps + overhead);
       // The work it does: grad inputs runs over a zero-padded dy, skipping only the taps
       // that read nothing but padding along the outer axis, so a "valid" layer's input
       // gradient computes more than its FLOPs (LeNet's conv2: 2.25 x 2/3 = 1.5x); forward

@@ -3,13 +3,15 @@
 // (kernels/direct_kvec.cpp), shared by the algorithm (workspace size, applicability) and
 // the kernels, so both see the same layout.
 //
-// The path computes forward, and grad inputs at stride 1, as one correlation:
+// The path computes forward and grad inputs as one correlation:
 //   dst[n][c][o] = sum_q sum_t wpk[c][q][t] * src[n][q][o * stride + tap(t)]
 // over a zero-padded copy of the source (skipped when no padding is needed), with the
 // weights packed once per call as [group][channel block][q][tap][kMaxBlock lanes] so a
 // vector of destination channels loads contiguously. Forward: src = x, dst = y, q = input
 // channel. Grad inputs: src = dy, dst = dx, q = output channel, taps mirrored, and the
-// low padding (ker - 1) * dil - pad (the transposed convolution at stride 1).
+// low padding (ker - 1) * dil - pad (the transposed convolution at stride 1). Strided grad
+// inputs runs one such correlation per phase of dx (its coordinates mod the stride) over
+// the taps that reach that phase: a stride-2 3x3 layer's four phases take 4, 2, 2 and 1.
 // Grad weights reuses the same tile with the roles turned: the reduction runs over output
 // pixels, the tile's rows are (input channel, tap) pairs, and the vector operand is a
 // chunk of dy transposed to [pixel][output channel]; fixed slices of the pixels (however
@@ -78,6 +80,10 @@ struct KvecPlan {
   bool grad_inputs = false, grad_weights = false;
   bool copy_src = false;          ///< the source needs a zero-padded copy
   std::array<i64, 3> dst{}, src{}, padded{}, lowpad{}, stride{}, dil{}, ker{};
+  /// Strided grad inputs: dx splits into phases (its coordinates' residues mod pstride), each
+  /// a stride-1 correlation of dy with the taps that reach it; pstride is 1 otherwise.
+  std::array<i64, 3> pstride{1, 1, 1}, pad{};
+  i64 phases = 1;
   i64 N = 0, G = 1, nsrc = 0, ndst = 0, nblocks = 0, taps = 0;
   i64 slices = 1, tile_rows = 0;  ///< grad weights: pixel slices, (channel, tap) rows at most
   i64 dst_numel = 0, src_numel = 0, padded_numel = 0;
@@ -98,8 +104,25 @@ struct KvecPlan {
     // than this path, whose per-output transposed store is then amortised over few taps.
     if (taps == 1) return;
     for (std::size_t a = 0; a < 3; ++a) {
+      pad[a] = g.pad[a];
+      if (grad_inputs && g.stride[a] != 1) {
+        // Phase f's taps t read dy at m + offset(a, f, t) for its m-th position; the copy is
+        // padded low and high to cover every phase's reads.
+        dst[a] = g.in[a], src[a] = g.out[a], stride[a] = 1, pstride[a] = g.stride[a];
+        i64 lo = 0, hi = 0;
+        for (i64 f = 0; f < std::min(pstride[a], dst[a]); ++f)
+          for (i64 t = 0; t < ker[a]; ++t)
+            if (reaches(a, f, t)) {
+              lo = std::min(lo, offset(a, f, t));
+              hi = std::max(hi, phase_extent(a, f) - 1 + offset(a, f, t));
+            }
+        lowpad[a] = -lo;
+        padded[a] = hi + 1 - lo;
+        copy_src = true;
+        phases *= std::min(pstride[a], dst[a]);
+        continue;
+      }
       if (grad_inputs) {
-        if (g.stride[a] != 1) return;  // strided grad inputs keep the row engine's phases
         dst[a] = g.in[a], src[a] = g.out[a], stride[a] = 1;
         lowpad[a] = (g.ker[a] - 1) * g.dil[a] - g.pad[a];
         if (lowpad[a] < 0) return;  // padding wider than the kernel: outputs beyond the input
@@ -132,6 +155,16 @@ struct KvecPlan {
     usable = workspace <= p.workspace_limit;
   }
 
+  /// Strided grad inputs: dx coordinate i on axis a is in phase i mod pstride; phase f's m-th
+  /// position gets tap t from dy[m + offset(a, f, t)] where reaches(a, f, t).
+  bool reaches(std::size_t a, i64 f, i64 t) const {
+    const i64 r = (f + pad[a] - t * dil[a]) % pstride[a];
+    return r == 0;
+  }
+  i64 offset(std::size_t a, i64 f, i64 t) const { return floor_div(f + pad[a] - t * dil[a], pstride[a]); }
+  /// Positions of phase f along axis a.
+  i64 phase_extent(std::size_t a, i64 f) const { return f < dst[a] ? (dst[a] - f + pstride[a] - 1) / pstride[a] : 0; }
+
   /// Forward and grad inputs: the taps [lo, hi) along axis a that read inside the source
   /// (not its zero padding) for destination coordinate o. The kernels skip the rest.
   std::array<i64, 2> tap_range(std::size_t a, i64 o) const {
@@ -145,6 +178,7 @@ struct KvecPlan {
   /// A valid layer's input gradient (LeNet's conv2: 5x5 over 8x8 dy for 12x12 dx) runs 2/3.
   double tap_fraction() const {
     if (grad_weights) return 1.0;
+    if (phases > 1) return 1.0 / static_cast<double>(phases);  // each tap reaches one phase
     for (std::size_t a = 0; a < 3; ++a) {
       if (ker[a] == 1) continue;
       i64 sum = 0;

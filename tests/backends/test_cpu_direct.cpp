@@ -57,6 +57,14 @@ std::vector<ConvCase> kvec_cases() {
       // grouped as ResNeXt's blocks are, so grad inputs takes it too.
       make_conv_case("8 channels a group", {2, 24, 9, 10}, {24, 8, 3, 3}, 1, {1, 1}, {}, false, 3),
       make_conv_case("12 channels, 5x5", {3, 12, 7, 6}, {12, 12, 5, 5}, 2, {1, 1}),
+      // Strided grad inputs runs in phases (dx's coordinates mod the stride), each a stride-1
+      // correlation over the taps that reach it: 2-D, a 1-D phase no tap reaches (zeros),
+      // 3-D with dilation and asymmetric pads, and padding wider than the kernel.
+      make_conv_case("strided 3x3", {2, 16, 9, 11}, {24, 16, 3, 3}, 1, {2, 2}),
+      make_conv_case("1-D stride 3 over 2 taps", {2, 8, 20}, {9, 8, 2}, 0, {3}),
+      make_conv_case("3-D strided, dilated, asymmetric", {1, 9, 5, 7, 6}, {10, 9, 3, 2, 3},
+                     Pairs{{1, 0}, {1, 1}, {2, 1}}, {2, 1, 3}, {1, 2, 1}),
+      make_conv_case("strided, pad wider than the kernel", {1, 8, 7}, {8, 8, 3}, 4, {2}, {}, true),
       // Valid layers, whose input gradient skips the taps reading only padding per tile.
       make_conv_case("LeNet-like valid 5x5", {2, 20, 13, 12}, {24, 20, 5, 5}, "valid", {1, 1}),
       make_conv_case("3-D valid dilated", {1, 17, 6, 5, 9}, {16, 17, 2, 3, 3}, "valid", {1, 1, 1}, {2, 1, 2}),
@@ -86,11 +94,9 @@ TEST_CASE("direct: the channel-vectorised path matches the reference at every le
       const double scale = std::max(1.0, max_abs(ref));
       const ConvProblem p = c.problem(dir, DType::float32);
       // The path's workspace shows it is taken: forward and grad weights always here (every
-      // case has K/G >= 8), grad inputs at stride 1 with C/G >= 8 unless the padding is wider
-      // than the kernel.
-      const bool stride1 = std::all_of(p.stride.begin(), p.stride.begin() + p.ndim, [](auto s) { return s == 1; });
-      const bool kvec = dir != ConvDirection::grad_inputs ||
-                        (stride1 && p.Cg() >= 8 && c.name != "pad wider than the kernel");
+      // case has K/G >= 8), grad inputs with C/G >= 8 unless the padding is wider than the
+      // kernel at stride 1.
+      const bool kvec = dir != ConvDirection::grad_inputs || (p.Cg() >= 8 && c.name != "pad wider than the kernel");
       INFO(c.name << " " << p.key());
       CHECK((direct->workspace_bytes(p) > 0) == kvec);
       for (CpuIsa isa : levels_to_check()) {

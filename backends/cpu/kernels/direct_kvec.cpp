@@ -1,5 +1,5 @@
 // cpu.direct's channel-vectorised path (float32; the plan is backends/cpu/direct_kvec.hpp):
-// forward, grad inputs at stride 1 and grad weights, for layers with at least
+// forward, grad inputs (strided ones phase by phase) and grad weights, for layers with at least
 // kKvecMinChannels destination (output-gradient, for grad weights) channels per group.
 //
 // A tile is P output pixels x NK vectors of destination channels, all accumulators in
@@ -158,6 +158,16 @@ std::pair<i64, i64> transpose_blocks(const float* in, i64 istride, float* out, i
   return {rv, cv};
 }
 
+/// A part of the destination walked as one grid of pixels: all of it, or one phase of
+/// strided grad inputs (KvecPlan::phases), with its run of the tap lists.
+struct Phase {
+  std::array<i64, 3> extent;  ///< positions along each axis
+  std::array<i64, 3> step;    ///< destination floats between neighbours along each axis
+  i64 first;                  ///< the first position's offset in a destination plane
+  i64 tap0, taps;
+  i64 numel() const { return extent[0] * extent[1] * extent[2]; }
+};
+
 using TileFn = void (*)(const float* const*, const float*, const i64*, i64, i64, i64, i64, i64, float*, bool);
 
 /// The one tile function of each shape kvec_shape gives this level.
@@ -194,18 +204,50 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
   const auto* src = static_cast<const float*>(pl.grad_inputs ? t.y : t.x);
 
   // Tap offsets in the padded source, and the storage index of each logical tap: mirrored
-  // for a flipped filter and again for grad inputs (whose taps run backwards).
-  std::vector<i64> tap_off(static_cast<std::size_t>(T)), tap_w(static_cast<std::size_t>(T));
-  {
-    std::size_t tp = 0;
+  // for a flipped filter and again for grad inputs (whose taps run backwards). Strided grad
+  // inputs lists them phase by phase (each tap reaches one phase), with each phase's part
+  // of the destination: the positions it walks, where they land, and its run of taps.
+  std::vector<i64> tap_off, tap_w;
+  std::vector<Phase> phases;
+  const std::array<i64, 3> pitch = {pl.padded[1] * pl.padded[2], pl.padded[2], 1};
+  const auto storage = [&](i64 t0, i64 t1, i64 t2) {
+    return (g.wtap(0, t0) * g.ker[1] + g.wtap(1, t1)) * g.ker[2] + g.wtap(2, t2);
+  };
+  if (pl.phases == 1) {
+    phases.push_back({pl.dst, {pl.dst[1] * pl.dst[2], pl.dst[2], 1}, 0, 0, T});
     for (i64 t0 = 0; t0 < g.ker[0]; ++t0)
       for (i64 t1 = 0; t1 < g.ker[1]; ++t1)
-        for (i64 t2 = 0; t2 < g.ker[2]; ++t2, ++tp) {
-          tap_off[tp] = (t0 * pl.dil[0] * pl.padded[1] + t1 * pl.dil[1]) * pl.padded[2] + t2 * pl.dil[2];
-          const i64 r[3] = {t0, t1, t2};
-          i64 s[3];
-          for (std::size_t a = 0; a < 3; ++a) s[a] = g.wtap(a, pl.grad_inputs ? g.ker[a] - 1 - r[a] : r[a]);
-          tap_w[tp] = (s[0] * g.ker[1] + s[1]) * g.ker[2] + s[2];
+        for (i64 t2 = 0; t2 < g.ker[2]; ++t2) {
+          tap_off.push_back(t0 * pl.dil[0] * pitch[0] + t1 * pl.dil[1] * pitch[1] + t2 * pl.dil[2]);
+          if (pl.grad_inputs) tap_w.push_back(storage(g.ker[0] - 1 - t0, g.ker[1] - 1 - t1, g.ker[2] - 1 - t2));
+          else tap_w.push_back(storage(t0, t1, t2));
+        }
+  } else {
+    const std::array<i64, 3> np = {std::min(pl.pstride[0], pl.dst[0]), std::min(pl.pstride[1], pl.dst[1]),
+                                   std::min(pl.pstride[2], pl.dst[2])};
+    const std::array<i64, 3> step = {pl.pstride[0] * pl.dst[1] * pl.dst[2], pl.pstride[1] * pl.dst[2], pl.pstride[2]};
+    for (i64 f0 = 0; f0 < np[0]; ++f0)
+      for (i64 f1 = 0; f1 < np[1]; ++f1)
+        for (i64 f2 = 0; f2 < np[2]; ++f2) {
+          const i64 f[3] = {f0, f1, f2};
+          Phase ph{{pl.phase_extent(0, f0), pl.phase_extent(1, f1), pl.phase_extent(2, f2)}, step,
+                   (f0 * pl.dst[1] + f1) * pl.dst[2] + f2, static_cast<i64>(tap_off.size()), 0};
+          for (i64 t0 = 0; t0 < g.ker[0]; ++t0)
+            for (i64 t1 = 0; t1 < g.ker[1]; ++t1)
+              for (i64 t2 = 0; t2 < g.ker[2]; ++t2) {
+                const i64 t[3] = {t0, t1, t2};
+                i64 off = 0;
+                bool reaches = true;
+                for (std::size_t a = 0; a < 3; ++a) {
+                  reaches = reaches && pl.reaches(a, f[a], t[a]);
+                  off += (pl.offset(a, f[a], t[a]) + pl.lowpad[a]) * pitch[a];
+                }
+                if (!reaches) continue;
+                tap_off.push_back(off);
+                tap_w.push_back(storage(t0, t1, t2));
+                ++ph.taps;
+              }
+          phases.push_back(ph);
         }
   }
 
@@ -264,32 +306,37 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
   // C = 1 layer's per-pixel multiplies cost an eighth of its time): `src` is the offset of
   // the pixel's first tap in the padded source, `dst` of its value in the destination,
   // images src_image and dst_image floats apart.
+  // A phase's pixels (all of them but for strided grad inputs) are those of `ph.extent`.
   struct PixelWalk {
     const KvecPlan& pl;
+    const Phase& ph;
     i64 src_image, dst_image, o0, o1, o2;
     i64 image_src, image_dst;  // where the pixel's image starts in the source and destination
     i64 src, dst;
-    PixelWalk(const KvecPlan& plan, i64 pix, i64 src_image_floats, i64 dst_image_floats)
-        : pl(plan), src_image(src_image_floats), dst_image(dst_image_floats) {
-      const i64 n = pix / pl.dst_numel, r = pix % pl.dst_numel;
-      o2 = r % pl.dst[2], o1 = r / pl.dst[2] % pl.dst[1], o0 = r / pl.dst[2] / pl.dst[1];
+    PixelWalk(const KvecPlan& plan, const Phase& phase, i64 pix, i64 src_image_floats, i64 dst_image_floats)
+        : pl(plan), ph(phase), src_image(src_image_floats), dst_image(dst_image_floats) {
+      const i64 numel = ph.extent[0] * ph.extent[1] * ph.extent[2];
+      const i64 n = pix / numel, r = pix % numel;
+      o2 = r % ph.extent[2], o1 = r / ph.extent[2] % ph.extent[1], o0 = r / ph.extent[2] / ph.extent[1];
       image_src = n * src_image, image_dst = n * dst_image;
       src = image_src + row_base() + o2 * pl.stride[2];
-      dst = image_dst + r;
+      dst = image_dst + dst_row_base() + o2 * ph.step[2];
     }
     i64 row_base() const { return (o0 * pl.stride[0] * pl.padded[1] + o1 * pl.stride[1]) * pl.padded[2]; }
+    i64 dst_row_base() const { return ph.first + o0 * ph.step[0] + o1 * ph.step[1]; }
     void next() {
-      ++dst;
-      if (++o2 < pl.dst[2]) {
+      if (++o2 < ph.extent[2]) {
         src += pl.stride[2];
+        dst += ph.step[2];
         return;
       }
       o2 = 0;
-      if (++o1 == pl.dst[1]) {
+      if (++o1 == ph.extent[1]) {
         o1 = 0;
-        if (++o0 == pl.dst[0]) o0 = 0, image_src += src_image, image_dst += dst_image, dst = image_dst;
+        if (++o0 == ph.extent[0]) o0 = 0, image_src += src_image, image_dst += dst_image;
       }
       src = image_src + row_base();
+      dst = image_dst + dst_row_base();
     }
   };
   const i64 src_image = src_channels * pl.padded_numel;
@@ -326,7 +373,7 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
           std::fill(part + tr0 * tile_floats, part + tr1 * tile_floats, 0.0f);
         for (i64 c0 = lo; c0 < hi; c0 += kChunkPixels) {
           const i64 m = std::min(kChunkPixels, hi - c0);
-          PixelWalk at(pl, c0, src_image, g.K * pl.dst_numel);
+          PixelWalk at(pl, phases[0], c0, src_image, g.K * pl.dst_numel);
           for (i64 j = 0; j < m; ++j, at.next()) {
             dy_off[j] = at.dst;
             x_off[j] = at.src;
@@ -387,7 +434,14 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
   // A unit's tiles hold kTiles x kAcc vectors whatever the shape (more tiles of fewer rows
   // or channels), so its buffers are the same size at every shape.
   const i64 unit_tiles = kTiles * kAcc / (P * sh.vectors), unit_pixels = unit_tiles * P;
-  const i64 ngroups = (pixels + unit_pixels - 1) / unit_pixels;
+  // Unit u is pixel run u / nphases of phase u % nphases: the phases' runs of one region of
+  // the destination go to one thread together (in parallel_for's chunks), which then writes
+  // whole cache lines; threads storing the phases of one line at once (even and odd
+  // positions) passed it back and forth (no gain from the second thread).
+  const i64 nphases = static_cast<i64>(phases.size());
+  i64 regions = 0;
+  for (const Phase& ph : phases) regions = std::max(regions, (pl.N * ph.numel() + unit_pixels - 1) / unit_pixels);
+  const i64 ngroups = regions * nphases;
   // Source channels per chunk: the chunk's weights (at most kChunkBytes) and the source
   // window a unit's taps read in each of its channels both stay in L1, and a tile's
   // broadcasts touch at most kChunkPages pages (one per channel once planes exceed a page),
@@ -396,7 +450,8 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
   // to its last pixel's last, as if its images' planes lay back to back (tall filters on
   // narrow rows read many rows: Zen 3, 1 thread, 4x192x17x17 with a 7x1 filter, 27 channels
   // a chunk, weights and windows 48 KiB: 8.0 -> 6.5-6.6 ms at 17).
-  const i64 window = PixelWalk(pl, std::min(unit_pixels, pixels) - 1, pl.padded_numel, 0).src + tap_off.back() + 1;
+  const i64 window = PixelWalk(pl, phases[0], std::min(unit_pixels, pl.N * phases[0].numel()) - 1, pl.padded_numel, 0).src +
+                     *std::max_element(tap_off.begin(), tap_off.end()) + 1;
   const i64 weights = T * B * static_cast<i64>(sizeof(float));
   i64 qc = std::clamp<i64>(cpu_cache_sizes().l1d / (weights + window * static_cast<i64>(sizeof(float))), 1,
                            std::max<i64>(1, kChunkBytes / weights));
@@ -408,9 +463,10 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
   // A valid layer's input gradient (a full correlation of dy) reads mostly padding.
   // Where every pixel reads all its taps inside the source (valid layers), each tile runs
   // them all and the per-pixel look-ups are skipped (a twentieth of a C = 1 layer's time).
+  // Phases run all their taps over the zero-padded copy (a few per pixel).
   std::array<std::vector<i64>, 3> tlo, thi;
   bool every_tap = true;
-  for (std::size_t a = 0; a < 3; ++a)
+  for (std::size_t a = 0; a < 3 && pl.phases == 1; ++a)
     for (i64 o = 0; o < pl.dst[a]; ++o) {
       const auto r = pl.tap_range(a, o);
       tlo[a].push_back(r[0]);
@@ -419,7 +475,7 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
     }
   // Likewise where the padding's taps are too few to pay for the look-ups (they read the
   // zero-padded copy): under kSkippedTapsWorthLookUps (source channel, tap) steps a pixel.
-  every_tap = every_tap || (1.0 - pl.tap_fraction()) * static_cast<double>(T * Q) < kSkippedTapsWorthLookUps;
+  every_tap = every_tap || pl.phases > 1 || (1.0 - pl.tap_fraction()) * static_cast<double>(T * Q) < kSkippedTapsWorthLookUps;
   // A unit's pixel set-up (source bases, destination offsets, tap spans) serves every
   // channel block when there are pixel runs enough to keep the threads busy without
   // splitting the blocks (7x7 layers have a few runs: one block per unit there). Each
@@ -437,12 +493,14 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
     const float* bases[kTiles * kAcc];
     i64 dst_off[kTiles * kAcc], tap0[kTiles * kAcc], ntap[kTiles * kAcc];
     for (i64 idx = begin; idx < end; ++idx) {
-      const i64 pg = idx % ngroups, kbu = idx / ngroups % nkbu, grp = idx / ngroups / nkbu;
-      const i64 pix0 = pg * unit_pixels;
-      const i64 npix = std::min(unit_pixels, pixels - pix0);
+      const i64 unit = idx % ngroups, kbu = idx / ngroups % nkbu, grp = idx / ngroups / nkbu;
+      const Phase& ph = phases[static_cast<std::size_t>(unit % nphases)];
+      const i64 pix0 = unit / nphases * unit_pixels;
+      if (pix0 >= pl.N * ph.numel()) continue;  // a phase with fewer positions than others
+      const i64 npix = std::min(unit_pixels, pl.N * ph.numel() - pix0);
       const i64 ntiles = (npix + P - 1) / P;
       // A short last tile repeats its last pixel, computed but not stored.
-      PixelWalk at(pl, pix0, src_image, dst_channels * pl.dst_numel);
+      PixelWalk at(pl, ph, pix0, src_image, dst_channels * pl.dst_numel);
       const float* group_src = padded + grp * Q * pl.padded_numel;
       for (i64 i = 0, j = 0; i < ntiles; ++i) {
         i64 lo[3] = {pl.ker[0], pl.ker[1], pl.ker[2]}, hi[3] = {0, 0, 0};
@@ -463,7 +521,7 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
           at.next();
         }
         if (every_tap) {
-          tap0[i] = 0, ntap[i] = T;
+          tap0[i] = ph.tap0, ntap[i] = ph.taps;
           continue;
         }
         const auto flat = [&](i64 t0, i64 t1, i64 t2) { return (t0 * pl.ker[1] + t1) * pl.ker[2] + t2; };
