@@ -40,10 +40,23 @@ class DirectAlgorithm final : public ConvAlgorithm {
   /// works on the operands in place at a lower fraction of peak (lower still in the
   /// gradients, whose loops scatter or reduce), falling as the filter's channel or position
   /// counts get small.
+  /// The pixel-vector tiles' fraction of the peak on whole vectors (fitted below).
+  static constexpr double kPixelVectorsEfficiency = 0.5;
+
   double estimated_seconds(const ConvProblem& p, const MachineModel& m) const override {
     const double peak = m.flops_per_s(computes_in_float64(p));
     if (const KvecPlan pl(p); pl.usable) {
       const double reduction = static_cast<double>(pl.nsrc * pl.taps);
+      if (pl.pixel_vectors) {
+        // Rows of positions in whole vectors of the tile's width; each FMA has its own load.
+        const i64 lanes = cpu_isa_float_lanes(active_cpu_isa());
+        const i64 kb = std::min(pl.ndst, kPixelMaxChannels), row = pl.dst[2];
+        const i64 width = std::min(pixel_vectors_per_tile(kb), (row + lanes - 1) / lanes) * lanes;
+        const double used = static_cast<double>(row) / static_cast<double>((row + width - 1) / width * width);
+        const double work = 2.0 * static_cast<double>(pl.N * pl.G * pl.ndst * pl.dst_numel) * reduction;
+        const double traffic = 2.0 * static_cast<double>(pl.workspace) + operand_bytes(p);
+        return work / (peak * kPixelVectorsEfficiency * used) + traffic / m.bytes_per_s() + kConvCallSeconds;
+      }
       // Destination channels go in the level's register blocks, zero-padded to whole vectors.
       const KvecShape sh = kvec_shape(pl.ndst, cpu_isa_float_lanes(active_cpu_isa()));
       const double lanes = static_cast<double>(pl.ndst) / static_cast<double>(sh.padded());

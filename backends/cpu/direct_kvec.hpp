@@ -71,6 +71,15 @@ inline KvecShape kvec_shape(i64 ndst, i64 lanes) {
   return s;
 }
 
+/// Fewer destination channels (1-7: heads and RGB outputs, the grad inputs of a C = 3 first
+/// layer) vectorise positions instead, along rows whose last axis has stride 1: a tile is kb
+/// channels (at most 4, more in blocks) x this many vectors of consecutive positions, each
+/// tap one vector load per FMA column and kb broadcast weights (12-15 of 16 registers).
+inline i64 pixel_vectors_per_tile(i64 kb) { return kb <= 1 ? 8 : kb == 2 ? 6 : kb == 3 ? 4 : 3; }
+inline constexpr i64 kPixelMaxChannels = 4;
+/// Floats past the padded copy that the last tile's whole vectors may read (never used).
+inline constexpr i64 kPixelSlack = 8 * 16;
+
 /// Grad weights: at most this many pixel slices, and at most this many bytes of partial sums.
 inline constexpr i64 kKvecMaxSlices = 16;
 inline constexpr i64 kKvecPartialBytes = i64{8} << 20;
@@ -84,6 +93,7 @@ struct KvecPlan {
   /// a stride-1 correlation of dy with the taps that reach it; pstride is 1 otherwise.
   std::array<i64, 3> pstride{1, 1, 1}, pad{};
   i64 phases = 1;
+  bool pixel_vectors = false;  ///< fewer than kKvecMinChannels: positions in the vectors
   i64 N = 0, G = 1, nsrc = 0, ndst = 0, nblocks = 0, taps = 0;
   i64 slices = 1, tile_rows = 0;  ///< grad weights: pixel slices, (channel, tap) rows at most
   i64 dst_numel = 0, src_numel = 0, padded_numel = 0;
@@ -97,7 +107,8 @@ struct KvecPlan {
     N = g.N, G = g.G;
     nsrc = grad_inputs ? g.Kg : g.Cg;
     ndst = grad_inputs ? g.Cg : g.Kg;
-    if (ndst < kKvecMinChannels) return;
+    pixel_vectors = ndst < kKvecMinChannels;
+    if (pixel_vectors && grad_weights) return;
     ker = g.ker, dil = g.dil;
     taps = g.ker_numel;
     // A 1x1 filter is a plain GEMM (cpu.corrmm needs no column matrix for it), 2-4x faster
@@ -106,6 +117,7 @@ struct KvecPlan {
     for (std::size_t a = 0; a < 3; ++a) {
       pad[a] = g.pad[a];
       if (grad_inputs && g.stride[a] != 1) {
+        if (pixel_vectors) return;
         // Phase f's taps t read dy at m + offset(a, f, t) for its m-th position; the copy is
         // padded low and high to cover every phase's reads.
         dst[a] = g.in[a], src[a] = g.out[a], stride[a] = 1, pstride[a] = g.stride[a];
@@ -134,6 +146,10 @@ struct KvecPlan {
       padded[a] = (dst[a] - 1) * stride[a] + (ker[a] - 1) * dil[a] + 1;
       if (lowpad[a] != 0 || padded[a] > src[a]) copy_src = true;
     }
+    if (pixel_vectors) {
+      if (stride[2] != 1) return;  // positions of a vector would be a stride apart
+      copy_src = true;             // its last tile's vectors may read past the source
+    }
     if (!copy_src) padded = src;  // read the source in place, with its own row lengths
     dst_numel = dst[0] * dst[1] * dst[2];
     src_numel = src[0] * src[1] * src[2];
@@ -150,7 +166,7 @@ struct KvecPlan {
       packed_bytes = static_cast<std::size_t>(G * nblocks * kKvecMaxBlock * nsrc * taps) * sizeof(float);
     }
     packed_bytes = (packed_bytes + 63) / 64 * 64;
-    src_bytes = copy_src ? static_cast<std::size_t>(N * G * nsrc * padded_numel) * sizeof(float) : 0;
+    src_bytes = copy_src ? static_cast<std::size_t>(N * G * nsrc * padded_numel + (pixel_vectors ? kPixelSlack : 0)) * sizeof(float) : 0;
     workspace = packed_bytes + src_bytes;
     usable = workspace <= p.workspace_limit;
   }
@@ -177,7 +193,7 @@ struct KvecPlan {
   /// tap (a tile's pixels mostly share its coordinate), those reading inside the source.
   /// A valid layer's input gradient (LeNet's conv2: 5x5 over 8x8 dy for 12x12 dx) runs 2/3.
   double tap_fraction() const {
-    if (grad_weights) return 1.0;
+    if (grad_weights || pixel_vectors) return 1.0;  // pixel vectors run every tap
     if (phases > 1) return 1.0 / static_cast<double>(phases);  // each tap reaches one phase
     for (std::size_t a = 0; a < 3; ++a) {
       if (ker[a] == 1) continue;

@@ -65,6 +65,16 @@ std::vector<ConvCase> kvec_cases() {
       make_conv_case("3-D strided, dilated, asymmetric", {1, 9, 5, 7, 6}, {10, 9, 3, 2, 3},
                      Pairs{{1, 0}, {1, 1}, {2, 1}}, {2, 1, 3}, {1, 2, 1}),
       make_conv_case("strided, pad wider than the kernel", {1, 8, 7}, {8, 8, 3}, 4, {2}, {}, true),
+      // Fewer than 8 destination channels vectorise positions along rows (stride 1 on the
+      // last axis): 1 channel over rows of 23 (a partial vector), 3 channels strided on the
+      // outer axis only over rows of 70, 6 channels (blocks of 4 and 2) in 3-D with dilation,
+      // 7 channels in groups (4 and 3); their grad inputs (C/G < 8) at stride 1 likewise; a
+      // 1-D layer at stride 2 stays on the row engine in every direction.
+      make_conv_case("1 channel 7x7", {2, 5, 9, 23}, {1, 5, 7, 7}, 3, {1, 1}),
+      make_conv_case("3 channels, rows strided", {1, 4, 11, 70}, {3, 4, 3, 3}, 1, {2, 1}),
+      make_conv_case("6 channels 3-D dilated", {1, 3, 5, 6, 20}, {6, 3, 3, 2, 3}, 1, {1, 1, 1}, {2, 1, 2}),
+      make_conv_case("7 channels a group", {2, 14, 6, 9}, {14, 7, 3, 3}, "half", {1, 1}, {}, true, 2),
+      make_conv_case("2 channels, 1-D stride 2", {2, 3, 50}, {2, 3, 5}, 2, {2}),
       // Valid layers, whose input gradient skips the taps reading only padding per tile.
       make_conv_case("LeNet-like valid 5x5", {2, 20, 13, 12}, {24, 20, 5, 5}, "valid", {1, 1}),
       make_conv_case("3-D valid dilated", {1, 17, 6, 5, 9}, {16, 17, 2, 3, 3}, "valid", {1, 1, 1}, {2, 1, 2}),
@@ -93,10 +103,19 @@ TEST_CASE("direct: the channel-vectorised path matches the reference at every le
       const std::vector<double> ref = reference_output(p64, ops);
       const double scale = std::max(1.0, max_abs(ref));
       const ConvProblem p = c.problem(dir, DType::float32);
-      // The path's workspace shows it is taken: forward and grad weights always here (every
-      // case has K/G >= 8), grad inputs with C/G >= 8 unless the padding is wider than the
-      // kernel at stride 1.
-      const bool kvec = dir != ConvDirection::grad_inputs || (p.Cg() >= 8 && c.name != "pad wider than the kernel");
+      // The path's workspace shows it is taken: with 8+ destination channels a group (K/G,
+      // or C/G for grad inputs) in every direction unless grad inputs' padding is wider than
+      // the kernel at stride 1; with fewer, forward at stride 1 on the last axis and grad
+      // inputs at stride 1.
+      const auto strides = [&](std::size_t from) {
+        return std::all_of(p.stride.begin() + static_cast<std::ptrdiff_t>(from), p.stride.begin() + p.ndim,
+                           [](auto s) { return s == 1; });
+      };
+      const std::int64_t ndst = dir == ConvDirection::grad_inputs ? p.Cg() : p.Kg();
+      const bool kvec = ndst >= 8 ? dir != ConvDirection::grad_inputs || c.name != "pad wider than the kernel"
+                                  : dir == ConvDirection::forward       ? strides(static_cast<std::size_t>(p.ndim - 1))
+                                    : dir == ConvDirection::grad_inputs ? strides(0)
+                                                                        : false;
       INFO(c.name << " " << p.key());
       CHECK((direct->workspace_bytes(p) > 0) == kvec);
       for (CpuIsa isa : levels_to_check()) {
@@ -134,13 +153,16 @@ TEST_CASE("direct: the channel-vectorised path is exact on integers and independ
 TEST_CASE("direct: the channel-vectorised path applies the fused epilogue", "[backends][conv][cpu][direct]") {
   const auto direct = make_cpu_direct_algorithm();
   ThreadPool pool(2);
-  // Three images of 7x7 share tiles, so the epilogue's runs stop at image boundaries.
-  const ConvCase c = make_conv_case("epilogue", {3, 8, 7, 7}, {20, 8, 3, 3}, 1, {1, 1});
+  // Three images of 7x7 share tiles, so the epilogue's runs stop at image boundaries; 3
+  // output channels take the pixel-vector tiles, row by row.
+  const std::int64_t K = GENERATE(20, 3);
+  INFO("K = " << K);
+  const ConvCase c = make_conv_case("epilogue", {3, 8, 7, 7}, {K, 8, 3, 3}, 1, {1, 1});
   const ConvProblem p = c.problem(ConvDirection::forward, DType::float32);
   REQUIRE(direct->workspace_bytes(p) > 0);
   const ConvOperands ops = make_operands(p, 77);
   const std::vector<double> ref = reference_output(c.problem(ConvDirection::forward, DType::float64), ops);
-  const std::vector<double> bias = random_values(20, 78), residual = random_values(ref.size(), 79);
+  const std::vector<double> bias = random_values(static_cast<std::size_t>(K), 78), residual = random_values(ref.size(), 79);
   std::vector<float> x = to_float(ops.x), w = to_float(ops.w), y(ref.size(), NAN);
   const std::vector<float> b = to_float(bias), r = to_float(residual);
   std::vector<float> ws(direct->workspace_bytes(p) / sizeof(float) + 16);
@@ -153,7 +175,7 @@ TEST_CASE("direct: the channel-vectorised path applies the fused epilogue", "[ba
   const std::int64_t plane = 7 * 7;
   double err = 0;
   for (std::size_t i = 0; i < ref.size(); ++i) {
-    const double want = std::max(0.0, ref[i] + bias[(i / plane) % 20] + residual[i]);
+    const double want = std::max(0.0, ref[i] + bias[(i / plane) % static_cast<std::size_t>(K)] + residual[i]);
     err = std::max(err, std::abs(static_cast<double>(y[i]) - want));
   }
   CHECK(err < 1e-4);

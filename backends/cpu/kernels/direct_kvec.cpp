@@ -168,6 +168,69 @@ struct Phase {
   i64 numel() const { return extent[0] * extent[1] * extent[2]; }
 };
 
+/// Fewer than kKvecMinChannels destination channels (KvecPlan::pixel_vectors): KB channels x
+/// NP vectors of consecutive positions along a row, all taps of `nq` source channels (taps
+/// offsets into the padded copy, qstride apart), weights w[q][t][d] for d < ndst from the
+/// block's first channel. Stores the first n positions of each channel, cstride apart.
+template <int KB, int NP>
+void pixel_tile(const float* src, const float* w, i64 ndst, const i64* taps, i64 nt, i64 nq, i64 qstride,
+                float* dst, i64 cstride, i64 n) {
+  vkf acc[KB][NP];
+#pragma GCC unroll 4
+  for (int kk = 0; kk < KB; ++kk)
+#pragma GCC unroll 8
+    for (int v = 0; v < NP; ++v) acc[kk][v] = vkf{};
+  for (i64 q = 0; q < nq; ++q) {
+    const float* sq = src + q * qstride;
+    const float* wq = w + q * nt * ndst;
+    for (i64 t = 0; t < nt; ++t) {
+      const float* s = sq + taps[t];
+      float wt[KB];
+#pragma GCC unroll 4
+      for (int kk = 0; kk < KB; ++kk) wt[kk] = wq[t * ndst + kk];
+#pragma GCC unroll 8
+      for (int v = 0; v < NP; ++v) {
+        vkf x;
+        std::memcpy(&x, s + v * kL, sizeof(vkf));
+#pragma GCC unroll 4
+        for (int kk = 0; kk < KB; ++kk) acc[kk][v] += wt[kk] * x;
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int kk = 0; kk < KB; ++kk)
+#pragma GCC unroll 8
+    for (int v = 0; v < NP; ++v) {
+      const i64 m = std::min<i64>(kL, n - v * kL);
+      if (m == kL) {
+        std::memcpy(dst + kk * cstride + v * kL, &acc[kk][v], sizeof(vkf));
+      } else if (m > 0) {
+        alignas(64) float part[kL];
+        std::memcpy(part, &acc[kk][v], sizeof(vkf));
+        std::copy(part, part + m, dst + kk * cstride + v * kL);
+      }
+    }
+}
+
+using PixelFn = void (*)(const float*, const float*, i64, const i64*, i64, i64, i64, float*, i64, i64);
+
+/// pixel_tile for kb channels (at most kPixelMaxChannels) and np vectors (at most
+/// pixel_vectors_per_tile(kb)).
+template <int KB, int... NP>
+PixelFn pixel_tile_of(i64 np, std::integer_sequence<int, NP...>) {
+  PixelFn fn = nullptr;
+  ((fn = np == NP + 1 ? &pixel_tile<KB, NP + 1> : fn), ...);
+  return fn;
+}
+PixelFn pixel_tile_for(i64 kb, i64 np) {
+  switch (kb) {
+    case 1: return pixel_tile_of<1>(np, std::make_integer_sequence<int, 8>{});
+    case 2: return pixel_tile_of<2>(np, std::make_integer_sequence<int, 6>{});
+    case 3: return pixel_tile_of<3>(np, std::make_integer_sequence<int, 4>{});
+    default: return pixel_tile_of<4>(np, std::make_integer_sequence<int, 3>{});
+  }
+}
+
 using TileFn = void (*)(const float* const*, const float*, const i64*, i64, i64, i64, i64, i64, float*, bool);
 
 /// The one tile function of each shape kvec_shape gives this level.
@@ -196,7 +259,8 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
   const ConvGeometry g(p);
   const KvecPlan pl(p);
   const KvecShape sh = shape_for(pl.ndst);
-  const i64 nkb = sh.blocks, B = sh.block(), P = sh.rows;  // blocks of B channels, tiles of P rows
+  // Blocks of B channels (pixel vectors: all of them, unpadded), tiles of P rows.
+  const i64 nkb = pl.pixel_vectors ? 1 : sh.blocks, B = pl.pixel_vectors ? pl.ndst : sh.block(), P = sh.rows;
   const TileFn fn = tile_for(sh);
   const i64 T = pl.taps, Q = pl.nsrc;
   auto* packed = static_cast<float*>(ctx.workspace);
@@ -301,6 +365,36 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
 
   const i64 pixels = pl.N * pl.dst_numel;
   const i64 src_channels = Q * p.G;
+  const i64 dst_channels = pl.grad_inputs ? g.C : g.K;
+  auto* dst = static_cast<float*>(pl.grad_inputs ? t.x : t.y);
+
+  if (pl.pixel_vectors) {  // a task per destination row of one image and group
+    const i64 rows = pl.dst[0] * pl.dst[1], row_len = pl.dst[2];
+    parallel_over(ctx, pl.N * p.G * rows, [&](i64 begin, i64 end) {
+      for (i64 idx = begin; idx < end; ++idx) {
+        const i64 row = idx % rows, grp = idx / rows % p.G, n = idx / rows / p.G;
+        const i64 o0 = row / pl.dst[1], o1 = row % pl.dst[1];
+        const float* s = padded + (n * src_channels + grp * Q) * pl.padded_numel +
+                         (o0 * pl.stride[0] * pl.padded[1] + o1 * pl.stride[1]) * pl.padded[2];
+        const i64 d0 = (n * dst_channels + grp * B) * pl.dst_numel + row * row_len;
+        const float* wg = packed + grp * Q * T * B;
+        for (i64 c0 = 0; c0 < B; c0 += kPixelMaxChannels) {
+          const i64 kb = std::min(kPixelMaxChannels, B - c0);
+          const i64 np = std::min(pixel_vectors_per_tile(kb), (row_len + kL - 1) / kL);
+          const PixelFn fn = pixel_tile_for(kb, np);
+          for (i64 j = 0; j < row_len; j += np * kL)
+            fn(s + j, wg + c0, B, tap_off.data(), T, Q, pl.padded_numel, dst + d0 + c0 * pl.dst_numel + j,
+               pl.dst_numel, row_len - j);
+          if (pl.grad_inputs || t.epilogue.empty()) continue;
+          for (i64 kk = 0; kk < kb; ++kk) {
+            const i64 at = d0 + (c0 + kk) * pl.dst_numel;
+            conv_epilogue_run(t.epilogue, dst + at, at, grp * B + c0 + kk, row_len);
+          }
+        }
+      }
+    });
+    return;
+  }
   // Walks flat pixels (image n, position r = (o0, o1, o2)) without divisions, which would
   // cost as much as a small layer's arithmetic, and with offsets kept up as it goes (a
   // C = 1 layer's per-pixel multiplies cost an eighth of its time): `src` is the offset of
@@ -456,8 +550,6 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
   i64 qc = std::clamp<i64>(cpu_cache_sizes().l1d / (weights + window * static_cast<i64>(sizeof(float))), 1,
                            std::max<i64>(1, kChunkBytes / weights));
   if (pl.padded_numel * static_cast<i64>(sizeof(float)) > 4096) qc = std::min(qc, kChunkPages);
-  const i64 dst_channels = pl.grad_inputs ? g.C : g.K;
-  auto* dst = static_cast<float*>(pl.grad_inputs ? t.x : t.y);
   // Taps whose reads all land in the zero padding are skipped: each tile runs the span of
   // tap indices covering its pixels' in-source taps (axis by axis, tables per coordinate).
   // A valid layer's input gradient (a full correlation of dy) reads mostly padding.
