@@ -108,7 +108,6 @@ struct KvecPlan {
     nsrc = grad_inputs ? g.Kg : g.Cg;
     ndst = grad_inputs ? g.Cg : g.Kg;
     pixel_vectors = ndst < kKvecMinChannels;
-    if (pixel_vectors && grad_weights) return;
     ker = g.ker, dil = g.dil;
     taps = g.ker_numel;
     // A 1x1 filter is a plain GEMM (cpu.corrmm needs no column matrix for it), 2-4x faster
@@ -155,7 +154,12 @@ struct KvecPlan {
     src_numel = src[0] * src[1] * src[2];
     padded_numel = padded[0] * padded[1] * padded[2];
     nblocks = (ndst + kKvecMaxBlock - 1) / kKvecMaxBlock;
-    if (grad_weights) {  // partial sums of every slice instead of packed weights
+    if (grad_weights && pixel_vectors) {  // a slice's sums: [slice][group][ndst][(channel, tap)]
+      const i64 rows = N * dst[0] * dst[1];
+      const i64 slice_bytes = G * ndst * nsrc * taps * static_cast<i64>(sizeof(float));
+      slices = std::clamp<i64>(std::min((rows + 15) / 16, kKvecPartialBytes / slice_bytes), 1, kKvecMaxSlices);
+      packed_bytes = static_cast<std::size_t>(slices * slice_bytes);
+    } else if (grad_weights) {  // partial sums of every slice instead of packed weights
       // Rows padded to whole tiles of any level's row count (each divides kKvecMaxTileRows).
       tile_rows = (nsrc * taps + kKvecMaxTileRows - 1) / kKvecMaxTileRows * kKvecMaxTileRows;
       const i64 slice_bytes = G * nblocks * tile_rows * kKvecMaxBlock * static_cast<i64>(sizeof(float));

@@ -66,10 +66,10 @@ std::vector<ConvCase> kvec_cases() {
                      Pairs{{1, 0}, {1, 1}, {2, 1}}, {2, 1, 3}, {1, 2, 1}),
       make_conv_case("strided, pad wider than the kernel", {1, 8, 7}, {8, 8, 3}, 4, {2}, {}, true),
       // Fewer than 8 destination channels vectorise positions along rows (stride 1 on the
-      // last axis): 1 channel over rows of 23 (a partial vector), 3 channels strided on the
-      // outer axis only over rows of 70, 6 channels (blocks of 4 and 2) in 3-D with dilation,
-      // 7 channels in groups (4 and 3); their grad inputs (C/G < 8) at stride 1 likewise; a
-      // 1-D layer at stride 2 stays on the row engine in every direction.
+      // last axis), forward and grad weights: 1 channel over rows of 23 (a partial vector),
+      // 3 channels strided on the outer axis only over rows of 70, 6 channels (blocks of 4
+      // and 2) in 3-D with dilation, 7 channels in groups (4 and 3); their grad inputs
+      // (C/G < 8) at stride 1 likewise; a 1-D layer at stride 2 stays on the row engine.
       make_conv_case("1 channel 7x7", {2, 5, 9, 23}, {1, 5, 7, 7}, 3, {1, 1}),
       make_conv_case("3 channels, rows strided", {1, 4, 11, 70}, {3, 4, 3, 3}, 1, {2, 1}),
       make_conv_case("6 channels 3-D dilated", {1, 3, 5, 6, 20}, {6, 3, 3, 2, 3}, 1, {1, 1, 1}, {2, 1, 2}),
@@ -105,17 +105,16 @@ TEST_CASE("direct: the channel-vectorised path matches the reference at every le
       const ConvProblem p = c.problem(dir, DType::float32);
       // The path's workspace shows it is taken: with 8+ destination channels a group (K/G,
       // or C/G for grad inputs) in every direction unless grad inputs' padding is wider than
-      // the kernel at stride 1; with fewer, forward at stride 1 on the last axis and grad
-      // inputs at stride 1.
+      // the kernel at stride 1; with fewer, forward and grad weights at stride 1 on the last
+      // axis and grad inputs at stride 1.
       const auto strides = [&](std::size_t from) {
         return std::all_of(p.stride.begin() + static_cast<std::ptrdiff_t>(from), p.stride.begin() + p.ndim,
                            [](auto s) { return s == 1; });
       };
       const std::int64_t ndst = dir == ConvDirection::grad_inputs ? p.Cg() : p.Kg();
       const bool kvec = ndst >= 8 ? dir != ConvDirection::grad_inputs || c.name != "pad wider than the kernel"
-                                  : dir == ConvDirection::forward       ? strides(static_cast<std::size_t>(p.ndim - 1))
-                                    : dir == ConvDirection::grad_inputs ? strides(0)
-                                                                        : false;
+                        : dir == ConvDirection::grad_inputs ? strides(0)
+                                                            : strides(static_cast<std::size_t>(p.ndim - 1));
       INFO(c.name << " " << p.key());
       CHECK((direct->workspace_bytes(p) > 0) == kvec);
       for (CpuIsa isa : levels_to_check()) {
@@ -201,4 +200,35 @@ TEST_CASE("direct: the channel-vectorised path's workspace contract", "[backends
   p.workspace_limit = SIZE_MAX;
   p.compute = DType::float64;
   CHECK(direct->workspace_bytes(p) == 0);
+}
+
+TEST_CASE("direct: an Inf in the input stays in the outputs whose window holds it", "[backends][conv][cpu][direct]") {
+  // A valid 3x3 layer over rows of 23 (21 outputs: a partial last vector) with an Inf in
+  // a row's last column, which only the last column tap reads. Grad weights with 2 output
+  // channels runs the pixel-vector tiles, whose last vector's lanes past the row would
+  // read that column for the other taps; 16 channels run the channel-vectorised tiles.
+  const auto direct = make_cpu_direct_algorithm();
+  ThreadPool pool(2);
+  const std::int64_t K = GENERATE(2, 16);
+  INFO("K = " << K);
+  const ConvCase c = make_conv_case("inf", {2, 3, 6, 23}, {K, 3, 3, 3}, "valid", {1, 1});
+  for (ConvDirection dir : {ConvDirection::forward, ConvDirection::grad_weights}) {
+    const ConvProblem p = c.problem(dir, DType::float32);
+    REQUIRE(direct->workspace_bytes(p) > 0);
+    ConvOperands ops = make_operands(p, 31);
+    ops.x[(1 * 3 + 2) * 6 * 23 + 3 * 23 + 22] = INFINITY;  // image 1, channel 2, row 3, last column
+    const std::vector<double> ref = reference_output(c.problem(dir, DType::float64), ops);
+    const ConvRun run = run_cpu_conv(*direct, p, ops, &pool);
+    INFO(p.key());
+    std::size_t non_finite = 0, mismatched = 0;
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+      non_finite += std::isfinite(ref[i]) ? 0 : 1;
+      const bool same = std::isfinite(ref[i]) ? std::abs(run.out[i] - ref[i]) <= 1e-4 * std::max(1.0, std::abs(ref[i]))
+                                              : !std::isfinite(run.out[i]);
+      mismatched += same ? 0 : 1;
+    }
+    CHECK(non_finite > 0);
+    CHECK(non_finite < ref.size() / 2);
+    CHECK(mismatched == 0);
+  }
 }

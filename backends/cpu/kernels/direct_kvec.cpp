@@ -212,6 +212,83 @@ void pixel_tile(const float* src, const float* w, i64 ndst, const i64* taps, i64
     }
 }
 
+/// Grad weights with fewer than kKvecMinChannels output channels (pixel vectors):
+/// out[kk][r] += sum over the rows i < nrows, positions j < n of dy[i][kk * cstride + j] *
+/// x[i][roff[r] + j], for KB output channels and R (input channel, tap) rows whose source
+/// rows start roff[r] after x[i]. Positions go in vectors; in a row's last partial vector
+/// both operands' lanes past n are zero, so a NaN or Inf beyond the row stays out of the sums.
+template <int KB, int R>
+void pixel_dw_tile(const float* const* dy, i64 cstride, const float* const* x, i64 nrows, const i64* roff, i64 n,
+                   float* out, i64 out_kstride) {
+  using vki = std::int32_t __attribute__((vector_size(kL * sizeof(float))));
+  vkf acc[KB][R];
+#pragma GCC unroll 4
+  for (int kk = 0; kk < KB; ++kk)
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) acc[kk][r] = vkf{};
+  const i64 full = n / kL * kL, m = n - full;
+  vki keep;
+  for (int l = 0; l < kL; ++l) keep[l] = l < m ? -1 : 0;
+  for (i64 i = 0; i < nrows; ++i) {
+    const float* xi[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) xi[r] = x[i] + roff[r];
+    const auto step = [&](i64 j, const vkf* d, bool tail) {
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        vkf xv;
+        std::memcpy(&xv, xi[r] + j, sizeof(vkf));
+        if (tail) xv = reinterpret_cast<vkf>(reinterpret_cast<vki>(xv) & keep);
+#pragma GCC unroll 4
+        for (int kk = 0; kk < KB; ++kk) acc[kk][r] += d[kk] * xv;
+      }
+    };
+    for (i64 j = 0; j < full; j += kL) {
+      vkf d[KB];
+#pragma GCC unroll 4
+      for (int kk = 0; kk < KB; ++kk) std::memcpy(&d[kk], dy[i] + kk * cstride + j, sizeof(vkf));
+      step(j, d, false);
+    }
+    if (m > 0) {  // dy is the caller's tensor: its tail is copied, not read past
+      alignas(64) float part[KB][kL] = {};
+      vkf d[KB];
+#pragma GCC unroll 4
+      for (int kk = 0; kk < KB; ++kk) {
+        std::copy(dy[i] + kk * cstride + full, dy[i] + kk * cstride + n, part[kk]);
+        std::memcpy(&d[kk], part[kk], sizeof(vkf));
+      }
+      step(full, d, true);
+    }
+  }
+#pragma GCC unroll 4
+  for (int kk = 0; kk < KB; ++kk)
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      float sum = 0.0f;
+      for (int l = 0; l < kL; ++l) sum += acc[kk][r][l];
+      out[kk * out_kstride + r] += sum;
+    }
+}
+
+using PixelDwFn = void (*)(const float* const*, i64, const float* const*, i64, const i64*, i64, float*, i64);
+/// (input channel, tap) rows per grad-weights tile for kb output channels: kb x rows
+/// accumulators beside kb dy vectors and one x vector.
+inline i64 pixel_dw_rows(i64 kb) { return kb <= 1 ? 8 : kb == 2 ? 5 : kb == 3 ? 3 : 2; }
+template <int KB, int... R>
+PixelDwFn pixel_dw_tile_of(i64 rows, std::integer_sequence<int, R...>) {
+  PixelDwFn fn = nullptr;
+  ((fn = rows == R + 1 ? &pixel_dw_tile<KB, R + 1> : fn), ...);
+  return fn;
+}
+PixelDwFn pixel_dw_tile_for(i64 kb, i64 rows) {
+  switch (kb) {
+    case 1: return pixel_dw_tile_of<1>(rows, std::make_integer_sequence<int, 8>{});
+    case 2: return pixel_dw_tile_of<2>(rows, std::make_integer_sequence<int, 5>{});
+    case 3: return pixel_dw_tile_of<3>(rows, std::make_integer_sequence<int, 3>{});
+    default: return pixel_dw_tile_of<4>(rows, std::make_integer_sequence<int, 2>{});
+  }
+}
+
 using PixelFn = void (*)(const float*, const float*, i64, const i64*, i64, i64, i64, float*, i64, i64);
 
 /// pixel_tile for kb channels (at most kPixelMaxChannels) and np vectors (at most
@@ -360,6 +437,8 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
           }
       }
     });
+    // What the pixel-vector tiles' last whole vectors read past the copy: zeros.
+    if (pl.pixel_vectors) std::fill_n(buf + pl.N * p.G * Q * pl.padded_numel, kPixelSlack, 0.0f);
     padded = buf;
   }
 
@@ -368,6 +447,55 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
   const i64 dst_channels = pl.grad_inputs ? g.C : g.K;
   auto* dst = static_cast<float*>(pl.grad_inputs ? t.x : t.y);
 
+  if (pl.pixel_vectors && pl.grad_weights) {
+    // Tasks: (group, block of kPixelMaxChannels output channels, slice of dy's rows); each
+    // sums its slice into its partial sums, a tile of (input channel, tap) rows at a time
+    // over all the slice's rows; a last pass adds the slices in order (fixed slices: the
+    // same sums whatever the thread count).
+    const i64 rows = pl.dst[0] * pl.dst[1], row_len = pl.dst[2], all_rows = pl.N * rows, S = pl.slices;
+    const i64 nkbp = (B + kPixelMaxChannels - 1) / kPixelMaxChannels, QT = Q * T;
+    auto* partial = packed;  // [slice][group][ndst][Q * T]
+    parallel_over(ctx, p.G * nkbp * S, [&](i64 begin, i64 end) {
+      std::vector<const float*> dy_rows, x_rows;
+      std::vector<i64> roff(static_cast<std::size_t>(QT));
+      for (i64 r = 0; r < QT; ++r) roff[static_cast<std::size_t>(r)] = r / T * pl.padded_numel + tap_off[static_cast<std::size_t>(r % T)];
+      for (i64 idx = begin; idx < end; ++idx) {
+        const i64 sl = idx % S, kbp = idx / S % nkbp, grp = idx / S / nkbp;
+        const i64 c0 = kbp * kPixelMaxChannels, kb = std::min(kPixelMaxChannels, B - c0);
+        const i64 r0 = sl * all_rows / S, r1 = (sl + 1) * all_rows / S;
+        dy_rows.clear();
+        x_rows.clear();
+        for (i64 i = r0; i < r1; ++i) {
+          const i64 n = i / rows, row = i % rows, o0 = row / pl.dst[1], o1 = row % pl.dst[1];
+          dy_rows.push_back(static_cast<const float*>(t.y) + ((n * g.K + grp * B + c0) * pl.dst_numel + row * row_len));
+          x_rows.push_back(padded + (n * src_channels + grp * Q) * pl.padded_numel +
+                           (o0 * pl.stride[0] * pl.padded[1] + o1 * pl.stride[1]) * pl.padded[2]);
+        }
+        float* out = partial + ((sl * p.G + grp) * B + c0) * QT;
+        for (i64 k = 0; k < kb; ++k) std::fill_n(out + k * QT, QT, 0.0f);
+        const i64 tile = pixel_dw_rows(kb);
+        for (i64 r = 0; r < QT; r += tile) {
+          const i64 nr = std::min(tile, QT - r);
+          pixel_dw_tile_for(kb, nr)(dy_rows.data(), pl.dst_numel, x_rows.data(), r1 - r0,
+                                    roff.data() + r, row_len, out + r, QT);
+        }
+      }
+    });
+    // dw[k][q][tap] = the slices' sums, in slice order.
+    auto* dw = static_cast<float*>(t.w);
+    parallel_over(ctx, p.G * B, [&](i64 begin, i64 end) {
+      for (i64 idx = begin; idx < end; ++idx) {
+        const i64 grp = idx / B, k = idx % B;
+        float* out = dw + (grp * g.Kg + k) * g.Cg * g.ker_numel;
+        for (i64 r = 0; r < QT; ++r) {
+          float sum = 0.0f;
+          for (i64 sl = 0; sl < S; ++sl) sum += partial[((sl * p.G + grp) * B + k) * QT + r];
+          out[r / T * g.ker_numel + tap_w[static_cast<std::size_t>(r % T)]] = sum;
+        }
+      }
+    });
+    return;
+  }
   if (pl.pixel_vectors) {  // a task per destination row of one image and group
     const i64 rows = pl.dst[0] * pl.dst[1], row_len = pl.dst[2];
     parallel_over(ctx, pl.N * p.G * rows, [&](i64 begin, i64 end) {
