@@ -40,8 +40,12 @@ class DirectAlgorithm final : public ConvAlgorithm {
   /// works on the operands in place at a lower fraction of peak (lower still in the
   /// gradients, whose loops scatter or reduce), falling as the filter's channel or position
   /// counts get small.
-  /// The pixel-vector tiles' fraction of the peak on whole vectors (fitted below).
+  /// The pixel-vector tiles' fraction of the peak on whole vectors, and their per-row set-up
+  /// in reduction steps: a depthwise 3x3 layer's 9 steps a row left them 1.4-3.6x slower
+  /// than cpu.depthwise (Zen 3, 2 threads, 8x128x28x28), 12 keeps that choice; layers of a
+  /// few hundred steps and up (heads, RGB outputs) barely see it.
   static constexpr double kPixelVectorsEfficiency = 0.5;
+  static constexpr double kPixelVectorsOverheadSteps = 12;
 
   double estimated_seconds(const ConvProblem& p, const MachineModel& m) const override {
     const double peak = m.flops_per_s(computes_in_float64(p));
@@ -55,7 +59,8 @@ class DirectAlgorithm final : public ConvAlgorithm {
         const double used = static_cast<double>(row) / static_cast<double>((row + width - 1) / width * width);
         const double work = 2.0 * static_cast<double>(pl.N * pl.G * pl.ndst * pl.dst_numel) * reduction;
         const double traffic = 2.0 * static_cast<double>(pl.workspace) + operand_bytes(p);
-        return work / (peak * kPixelVectorsEfficiency * used) + traffic / m.bytes_per_s() + kConvCallSeconds;
+        const double eff = kPixelVectorsEfficiency * used * reduction / (reduction + kPixelVectorsOverheadSteps);
+        return work / (peak * eff) + traffic / m.bytes_per_s() + kConvCallSeconds;
       }
       // Destination channels go in the level's register blocks, zero-padded to whole vectors.
       const KvecShape sh = kvec_shape(pl.ndst, cpu_isa_float_lanes(active_cpu_isa()));

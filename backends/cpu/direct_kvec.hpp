@@ -16,6 +16,9 @@
 // pixels, the tile's rows are (input channel, tap) pairs, and the vector operand is a
 // chunk of dy transposed to [pixel][output channel]; fixed slices of the pixels (however
 // many threads run them) sum into partial results that a last pass adds in order.
+// Fewer than kKvecMinChannels destination channels turn the vectors around (pixel_vectors):
+// forward and grad inputs hold a row's consecutive positions in the vectors and broadcast
+// the weights; grad weights holds positions of dy and x rows and sums the lanes at the end.
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -32,7 +35,7 @@ inline constexpr i64 kKvecMaxBlock = 64;
 /// AVX-512 one, whose zero lanes still beat the row engine's short position vectors there).
 /// Zen 3, 2 threads, ResNeXt-like 8 channels a group (8x64x28x28, 3x3, 8 groups): forward
 /// 2.17 -> 0.91 ms, grad inputs 2.30 -> 0.91, grad weights 2.84 -> 0.73 (Winograd's 1.21).
-/// Below it the row engine's position vectors waste less.
+/// Below it the tiles vectorise positions instead (pixel_vectors_per_tile).
 inline constexpr i64 kKvecMinChannels = 8;
 /// Rows of a tile at most: output pixels (forward, grad inputs) or (channel, tap) pairs
 /// (grad weights). Every level's row counts divide it.
@@ -170,7 +173,8 @@ struct KvecPlan {
       packed_bytes = static_cast<std::size_t>(G * nblocks * kKvecMaxBlock * nsrc * taps) * sizeof(float);
     }
     packed_bytes = (packed_bytes + 63) / 64 * 64;
-    src_bytes = copy_src ? static_cast<std::size_t>(N * G * nsrc * padded_numel + (pixel_vectors ? kPixelSlack : 0)) * sizeof(float) : 0;
+    const i64 slack = pixel_vectors ? kPixelSlack : 0;
+    src_bytes = copy_src ? static_cast<std::size_t>(N * G * nsrc * padded_numel + slack) * sizeof(float) : 0;
     workspace = packed_bytes + src_bytes;
     usable = workspace <= p.workspace_limit;
   }

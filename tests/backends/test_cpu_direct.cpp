@@ -29,7 +29,8 @@ using Pairs = std::vector<std::pair<std::int64_t, std::int64_t>>;
 
 /// Channel counts chosen so every level sees each of its register blocks (kvec_shape: at
 /// AVX-512 16, 32, 48 and 64 channels, 18-24 and 33 as partial vectors, 70 as two blocks
-/// of 48, 8-12 as one partial vector; at AVX2 8 channels as 1 vector, 12 and 16-18 as 2 vectors, 20-24, 33 and 48 as 3, 32 and 57 as 4, 70
+/// of 48, 8-12 as one partial vector; at AVX2 8 channels as 1 vector, 12 and 16-18 as 2
+/// vectors, 20-24, 33 and 48 as 3, 32 and 57 as 4, 70
 /// as three blocks of 3; at baseline every count as blocks of 2 vectors), pixel
 /// counts that leave short tiles, and tap or (channel, tap) counts that leave a partial
 /// step of the split accumulators or a short last row tile.
@@ -161,7 +162,8 @@ TEST_CASE("direct: the channel-vectorised path applies the fused epilogue", "[ba
   REQUIRE(direct->workspace_bytes(p) > 0);
   const ConvOperands ops = make_operands(p, 77);
   const std::vector<double> ref = reference_output(c.problem(ConvDirection::forward, DType::float64), ops);
-  const std::vector<double> bias = random_values(static_cast<std::size_t>(K), 78), residual = random_values(ref.size(), 79);
+  const std::vector<double> bias = random_values(static_cast<std::size_t>(K), 78);
+  const std::vector<double> residual = random_values(ref.size(), 79);
   std::vector<float> x = to_float(ops.x), w = to_float(ops.w), y(ref.size(), NAN);
   const std::vector<float> b = to_float(bias), r = to_float(residual);
   std::vector<float> ws(direct->workspace_bytes(p) / sizeof(float) + 16);

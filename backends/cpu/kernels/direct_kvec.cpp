@@ -458,7 +458,8 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
     parallel_over(ctx, p.G * nkbp * S, [&](i64 begin, i64 end) {
       std::vector<const float*> dy_rows, x_rows;
       std::vector<i64> roff(static_cast<std::size_t>(QT));
-      for (i64 r = 0; r < QT; ++r) roff[static_cast<std::size_t>(r)] = r / T * pl.padded_numel + tap_off[static_cast<std::size_t>(r % T)];
+      for (i64 r = 0; r < QT; ++r)
+        roff[static_cast<std::size_t>(r)] = r / T * pl.padded_numel + tap_off[static_cast<std::size_t>(r % T)];
       for (i64 idx = begin; idx < end; ++idx) {
         const i64 sl = idx % S, kbp = idx / S % nkbp, grp = idx / S / nkbp;
         const i64 c0 = kbp * kPixelMaxChannels, kb = std::min(kPixelMaxChannels, B - c0);
@@ -672,7 +673,8 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
   // to its last pixel's last, as if its images' planes lay back to back (tall filters on
   // narrow rows read many rows: Zen 3, 1 thread, 4x192x17x17 with a 7x1 filter, 27 channels
   // a chunk, weights and windows 48 KiB: 8.0 -> 6.5-6.6 ms at 17).
-  const i64 window = PixelWalk(pl, phases[0], std::min(unit_pixels, pl.N * phases[0].numel()) - 1, pl.padded_numel, 0).src +
+  const i64 last = std::min(unit_pixels, pl.N * phases[0].numel()) - 1;
+  const i64 window = PixelWalk(pl, phases[0], last, pl.padded_numel, 0).src +
                      *std::max_element(tap_off.begin(), tap_off.end()) + 1;
   const i64 weights = T * B * static_cast<i64>(sizeof(float));
   i64 qc = std::clamp<i64>(cpu_cache_sizes().l1d / (weights + window * static_cast<i64>(sizeof(float))), 1,
@@ -695,7 +697,8 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
     }
   // Likewise where the padding's taps are too few to pay for the look-ups (they read the
   // zero-padded copy): under kSkippedTapsWorthLookUps (source channel, tap) steps a pixel.
-  every_tap = every_tap || pl.phases > 1 || (1.0 - pl.tap_fraction()) * static_cast<double>(T * Q) < kSkippedTapsWorthLookUps;
+  every_tap = every_tap || pl.phases > 1 ||
+              (1.0 - pl.tap_fraction()) * static_cast<double>(T * Q) < kSkippedTapsWorthLookUps;
   // A unit's pixel set-up (source bases, destination offsets, tap spans) serves every
   // channel block when there are pixel runs enough to keep the threads busy without
   // splitting the blocks (7x7 layers have a few runs: one block per unit there). Each
