@@ -34,12 +34,6 @@ class DirectAlgorithm final : public ConvAlgorithm {
     return pl.usable ? pl.workspace : 0;
   }
 
-  /// The channel-vectorised path runs near the FMA peak once its (source channel, tap)
-  /// count amortises each tile's transposed store (grad weights: the transposed dy chunk),
-  /// less the lanes of a partial channel block, plus its workspace traffic. The row engine
-  /// works on the operands in place at a lower fraction of peak (lower still in the
-  /// gradients, whose loops scatter or reduce), falling as the filter's channel or position
-  /// counts get small.
   /// The pixel-vector tiles' fraction of the peak on whole vectors, and their per-row set-up
   /// in reduction steps: a depthwise 3x3 layer's 9 steps a row left them 1.4-3.6x slower
   /// than cpu.depthwise (Zen 3, 2 threads, 8x128x28x28), 12 keeps that choice; layers of a
@@ -47,6 +41,12 @@ class DirectAlgorithm final : public ConvAlgorithm {
   static constexpr double kPixelVectorsEfficiency = 0.5;
   static constexpr double kPixelVectorsOverheadSteps = 12;
 
+  /// The channel-vectorised path runs near the FMA peak once its (source channel, tap)
+  /// count amortises each tile's transposed store (grad weights: the transposed dy chunk),
+  /// less the lanes of a partial channel block, plus its workspace traffic. The row engine
+  /// works on the operands in place at a lower fraction of peak (lower still in the
+  /// gradients, whose loops scatter or reduce), falling as the filter's channel or position
+  /// counts get small.
   double estimated_seconds(const ConvProblem& p, const MachineModel& m) const override {
     const double peak = m.flops_per_s(computes_in_float64(p));
     if (const KvecPlan pl(p); pl.usable) {

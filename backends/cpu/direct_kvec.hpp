@@ -78,7 +78,10 @@ inline KvecShape kvec_shape(i64 ndst, i64 lanes) {
 /// layer) vectorise positions instead, along rows whose last axis has stride 1: a tile is kb
 /// channels (at most 4, more in blocks) x this many vectors of consecutive positions, each
 /// tap one vector load per FMA column and kb broadcast weights (12-15 of 16 registers).
-inline i64 pixel_vectors_per_tile(i64 kb) { return kb <= 1 ? 8 : kb == 2 ? 6 : kb == 3 ? 4 : 3; }
+constexpr i64 pixel_vectors_per_tile(i64 kb) { return kb <= 1 ? 8 : kb == 2 ? 6 : kb == 3 ? 4 : 3; }
+/// Grad weights' tiles: kb output channels x this many (input channel, tap) rows of
+/// accumulators beside kb dy vectors and one x vector.
+constexpr i64 pixel_grad_weights_rows(i64 kb) { return kb <= 1 ? 8 : kb == 2 ? 5 : kb == 3 ? 3 : 2; }
 inline constexpr i64 kPixelMaxChannels = 4;
 /// Floats past the padded copy that the last tile's whole vectors may read (never used).
 inline constexpr i64 kPixelSlack = 8 * 16;

@@ -270,41 +270,34 @@ void pixel_dw_tile(const float* const* dy, i64 cstride, const float* const* x, i
     }
 }
 
-using PixelDwFn = void (*)(const float* const*, i64, const float* const*, i64, const i64*, i64, float*, i64);
-/// (input channel, tap) rows per grad-weights tile for kb output channels: kb x rows
-/// accumulators beside kb dy vectors and one x vector.
-inline i64 pixel_dw_rows(i64 kb) { return kb <= 1 ? 8 : kb == 2 ? 5 : kb == 3 ? 3 : 2; }
-template <int KB, int... R>
-PixelDwFn pixel_dw_tile_of(i64 rows, std::integer_sequence<int, R...>) {
-  PixelDwFn fn = nullptr;
-  ((fn = rows == R + 1 ? &pixel_dw_tile<KB, R + 1> : fn), ...);
+/// The two kinds of pixel-vector tile, each with its template's second count (position
+/// vectors, or (input channel, tap) rows) limited per channel count kb.
+struct PixelTiles {
+  static constexpr i64 limit(i64 kb) { return pixel_vectors_per_tile(kb); }
+  template <int KB, int N>
+  static constexpr auto fn = &pixel_tile<KB, N>;
+};
+struct PixelGradWeightsTiles {
+  static constexpr i64 limit(i64 kb) { return pixel_grad_weights_rows(kb); }
+  template <int KB, int N>
+  static constexpr auto fn = &pixel_dw_tile<KB, N>;
+};
+
+/// Tiles::fn<kb, n> for kb in 1..kPixelMaxChannels and n in 1..Tiles::limit(kb).
+template <class Tiles, int KB, int... N>
+auto pixel_tile_of(i64 n, std::integer_sequence<int, N...>) {
+  std::remove_const_t<decltype(Tiles::template fn<KB, 1>)> fn = nullptr;
+  ((fn = n == N + 1 ? Tiles::template fn<KB, N + 1> : fn), ...);
   return fn;
 }
-PixelDwFn pixel_dw_tile_for(i64 kb, i64 rows) {
+template <class Tiles>
+auto pixel_tile_for(i64 kb, i64 n) {
+  static_assert(kPixelMaxChannels == 4);
   switch (kb) {
-    case 1: return pixel_dw_tile_of<1>(rows, std::make_integer_sequence<int, 8>{});
-    case 2: return pixel_dw_tile_of<2>(rows, std::make_integer_sequence<int, 5>{});
-    case 3: return pixel_dw_tile_of<3>(rows, std::make_integer_sequence<int, 3>{});
-    default: return pixel_dw_tile_of<4>(rows, std::make_integer_sequence<int, 2>{});
-  }
-}
-
-using PixelFn = void (*)(const float*, const float*, i64, const i64*, i64, i64, i64, float*, i64, i64);
-
-/// pixel_tile for kb channels (at most kPixelMaxChannels) and np vectors (at most
-/// pixel_vectors_per_tile(kb)).
-template <int KB, int... NP>
-PixelFn pixel_tile_of(i64 np, std::integer_sequence<int, NP...>) {
-  PixelFn fn = nullptr;
-  ((fn = np == NP + 1 ? &pixel_tile<KB, NP + 1> : fn), ...);
-  return fn;
-}
-PixelFn pixel_tile_for(i64 kb, i64 np) {
-  switch (kb) {
-    case 1: return pixel_tile_of<1>(np, std::make_integer_sequence<int, 8>{});
-    case 2: return pixel_tile_of<2>(np, std::make_integer_sequence<int, 6>{});
-    case 3: return pixel_tile_of<3>(np, std::make_integer_sequence<int, 4>{});
-    default: return pixel_tile_of<4>(np, std::make_integer_sequence<int, 3>{});
+    case 1: return pixel_tile_of<Tiles, 1>(n, std::make_integer_sequence<int, static_cast<int>(Tiles::limit(1))>{});
+    case 2: return pixel_tile_of<Tiles, 2>(n, std::make_integer_sequence<int, static_cast<int>(Tiles::limit(2))>{});
+    case 3: return pixel_tile_of<Tiles, 3>(n, std::make_integer_sequence<int, static_cast<int>(Tiles::limit(3))>{});
+    default: return pixel_tile_of<Tiles, 4>(n, std::make_integer_sequence<int, static_cast<int>(Tiles::limit(4))>{});
   }
 }
 
@@ -447,6 +440,13 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
   const i64 dst_channels = pl.grad_inputs ? g.C : g.K;
   auto* dst = static_cast<float*>(pl.grad_inputs ? t.x : t.y);
 
+  // Pixel vectors: where destination row `row` (of dst[0] x dst[1]) of image n and group grp
+  // reads the padded source from, its first tap at offset 0.
+  const auto source_row = [&](i64 n, i64 grp, i64 row) {
+    const i64 o0 = row / pl.dst[1], o1 = row % pl.dst[1];
+    return padded + (n * src_channels + grp * Q) * pl.padded_numel +
+           (o0 * pl.stride[0] * pl.padded[1] + o1 * pl.stride[1]) * pl.padded[2];
+  };
   if (pl.pixel_vectors && pl.grad_weights) {
     // Tasks: (group, block of kPixelMaxChannels output channels, slice of dy's rows); each
     // sums its slice into its partial sums, a tile of (input channel, tap) rows at a time
@@ -467,19 +467,16 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
         dy_rows.clear();
         x_rows.clear();
         for (i64 i = r0; i < r1; ++i) {
-          const i64 n = i / rows, row = i % rows, o0 = row / pl.dst[1], o1 = row % pl.dst[1];
+          const i64 n = i / rows, row = i % rows;
           dy_rows.push_back(static_cast<const float*>(t.y) + ((n * g.K + grp * B + c0) * pl.dst_numel + row * row_len));
-          x_rows.push_back(padded + (n * src_channels + grp * Q) * pl.padded_numel +
-                           (o0 * pl.stride[0] * pl.padded[1] + o1 * pl.stride[1]) * pl.padded[2]);
+          x_rows.push_back(source_row(n, grp, row));
         }
         float* out = partial + ((sl * p.G + grp) * B + c0) * QT;
         for (i64 k = 0; k < kb; ++k) std::fill_n(out + k * QT, QT, 0.0f);
-        const i64 tile = pixel_dw_rows(kb);
-        for (i64 r = 0; r < QT; r += tile) {
-          const i64 nr = std::min(tile, QT - r);
-          pixel_dw_tile_for(kb, nr)(dy_rows.data(), pl.dst_numel, x_rows.data(), r1 - r0,
-                                    roff.data() + r, row_len, out + r, QT);
-        }
+        const i64 tile = pixel_grad_weights_rows(kb);
+        for (i64 r = 0; r < QT; r += tile)
+          pixel_tile_for<PixelGradWeightsTiles>(kb, std::min(tile, QT - r))(
+              dy_rows.data(), pl.dst_numel, x_rows.data(), r1 - r0, roff.data() + r, row_len, out + r, QT);
       }
     });
     // dw[k][q][tap] = the slices' sums, in slice order.
@@ -502,15 +499,13 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
     parallel_over(ctx, pl.N * p.G * rows, [&](i64 begin, i64 end) {
       for (i64 idx = begin; idx < end; ++idx) {
         const i64 row = idx % rows, grp = idx / rows % p.G, n = idx / rows / p.G;
-        const i64 o0 = row / pl.dst[1], o1 = row % pl.dst[1];
-        const float* s = padded + (n * src_channels + grp * Q) * pl.padded_numel +
-                         (o0 * pl.stride[0] * pl.padded[1] + o1 * pl.stride[1]) * pl.padded[2];
+        const float* s = source_row(n, grp, row);
         const i64 d0 = (n * dst_channels + grp * B) * pl.dst_numel + row * row_len;
         const float* wg = packed + grp * Q * T * B;
         for (i64 c0 = 0; c0 < B; c0 += kPixelMaxChannels) {
           const i64 kb = std::min(kPixelMaxChannels, B - c0);
           const i64 np = std::min(pixel_vectors_per_tile(kb), (row_len + kL - 1) / kL);
-          const PixelFn fn = pixel_tile_for(kb, np);
+          const auto fn = pixel_tile_for<PixelTiles>(kb, np);
           for (i64 j = 0; j < row_len; j += np * kL)
             fn(s + j, wg + c0, B, tap_off.data(), T, Q, pl.padded_numel, dst + d0 + c0 * pl.dst_numel + j,
                pl.dst_numel, row_len - j);
