@@ -2,7 +2,9 @@
 // vectors, one broadcast; 15 of the 16 ymm registers). Function-level target attributes
 // keep it available in a portable build; sgemm.cpp picks it at run time.
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <utility>
 
 #include <immintrin.h>
 
@@ -25,26 +27,55 @@ CG_AVX2 inline __m256i lane_mask(int n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), idx);
 }
 
-// The A sliver is k-major (a[k*6 + i], KMAJOR) or row-major with row stride kKC
-// (a[i*kKC + k]), whichever op(A)'s storage gives by a plain copy. NV: B vectors per
-// step, 1 for an edge sliver of at most 8 columns (half the FMAs: N = 147 or 81 ends in one).
+// One register block: C(MROWS x n) (+)= alpha * A-sliver * B-sliver, n <= 8 * NV (a sliver's
+// rows past M are not computed: M = 64 ends in a 4-row sliver). The A sliver is k-major
+// (a[k*6 + i], KMAJOR) or row-major with row stride kKC (a[i*kKC + k]), whichever op(A)'s
+// storage gives by a plain copy. NV: B vectors per step, 1 for an edge sliver of at most 8
+// columns (half the FMAs: N = 147 or 81 ends in one).
 // PREFETCH: the driver's pf->share() prefetch lines, one per depth step (NV == 2; the
 // AVX-512 kernel says why); an NV == 1 edge sliver issues its share in one go after its loop.
-template <bool KMAJOR, int NV, bool PREFETCH>
-CG_AVX2 void kernel_6x16(std::int64_t kc, const float* __restrict a, const float* __restrict b,
-                         float* c, std::int64_t ldc, int m, int n, float alpha, float beta,
-                         bool first, bool stream, sgemm_detail::PrefetchRows* pf) {
+// PACK (NV == 2), as the AVX-512 kernel: Pack::a reads the A sliver where it is stored (its
+// rows, or with KMAJOR its depth rows, `ld` apart) and leaves it packed at pack_to for the
+// tile's other calls; Pack::b reads a whole 16-column B sliver where it is stored (depth
+// row k at b + k*ld) and leaves it packed at pack_to, fetching the stored row b_ahead steps
+// on into L1. The copies run among the FMAs instead of in a pass before them.
+enum class Pack { none, a, b };
+template <int MROWS, int NV, bool KMAJOR, bool PREFETCH, Pack PACK = Pack::none>
+CG_AVX2 void kernel(std::int64_t kc, const float* a, const float* __restrict b, float* c, std::int64_t ldc,
+                    int n, float alpha, float beta, bool first, bool stream, sgemm_detail::PrefetchRows* pf,
+                    std::int64_t ld, float* pack_to, std::int64_t b_ahead) {
+  constexpr bool PACK_A = PACK == Pack::a, PACK_B = PACK == Pack::b;
+  static_assert(PACK == Pack::none || NV == 2);
   sgemm_detail::PrefetchRows lines;  // a local copy: no aliasing with a, b or c
   std::int64_t prefetches = 0;
   if constexpr (PREFETCH) {
     lines = *pf;
     prefetches = lines.share();
   }
-  constexpr std::int64_t kStep = KMAJOR ? kMR : 1;
   constexpr std::int64_t kRow = KMAJOR ? 1 : kKC;
-  __m256 c0[kMR], c1[kMR];
+  // Row-major Pack::a: depths k0..k0+8 of the sliver's rows, copied ahead of their use (so
+  // `a` may point into pack_to: neither is restrict).
+  auto copy_depths = [](const float* src, std::int64_t lds, float* dst, std::int64_t k0, std::int64_t kc) CG_AVX2 {
+    if (k0 + 8 <= kc) {
 #pragma GCC unroll 6
-  for (int i = 0; i < kMR; ++i) {
+      for (int i = 0; i < MROWS; ++i) _mm256_storeu_ps(dst + i * kKC + k0, _mm256_loadu_ps(src + i * lds + k0));
+      return;
+    }
+    const __m256i km = lane_mask(static_cast<int>(kc - k0));
+#pragma GCC unroll 6
+    for (int i = 0; i < MROWS; ++i)
+      _mm256_maskstore_ps(dst + i * kKC + k0, km, _mm256_maskload_ps(src + i * lds + k0, km));
+  };
+  const float* stored = a;
+  if constexpr (PACK_A && !KMAJOR) {
+    copy_depths(stored, ld, pack_to, 0, kc);
+    a = pack_to;
+  }
+  const std::int64_t a_step = PACK_A && KMAJOR ? ld : KMAJOR ? kMR : 1;
+  const std::int64_t b_step = PACK_B ? ld : kNR;
+  __m256 c0[MROWS], c1[MROWS];
+#pragma GCC unroll 6
+  for (int i = 0; i < MROWS; ++i) {
     c0[i] = _mm256_setzero_ps();
     c1[i] = _mm256_setzero_ps();
   }
@@ -52,45 +83,71 @@ CG_AVX2 void kernel_6x16(std::int64_t kc, const float* __restrict a, const float
   // only C written in one pass with beta 0; whole lines only).
   stream = stream && n == kNR;
 #pragma GCC unroll 6
-  for (int i = 0; i < kMR; ++i)
-    if (i < m && !stream) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+  for (int i = 0; i < MROWS; ++i)
+    if (!stream) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
   if constexpr (NV == 1) {
-    // Six accumulators cannot hide the FMA latency: even and odd depth steps go to
+    // Few accumulators cannot hide the FMA latency: even and odd depth steps go to
     // separate ones (c0, c1), added at the end.
     std::int64_t k = 0;
 #pragma GCC unroll 2
     for (; k + 1 < kc; k += 2) {
       const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + kNR);
 #pragma GCC unroll 6
-      for (int i = 0; i < kMR; ++i) {
+      for (int i = 0; i < MROWS; ++i) {
         c0[i] = _mm256_fmadd_ps(_mm256_set1_ps(a[i * kRow]), b0, c0[i]);
-        c1[i] = _mm256_fmadd_ps(_mm256_set1_ps(a[i * kRow + kStep]), b1, c1[i]);
+        c1[i] = _mm256_fmadd_ps(_mm256_set1_ps(a[i * kRow + a_step]), b1, c1[i]);
       }
-      a += 2 * kStep;
+      a += 2 * a_step;
       b += 2 * kNR;
     }
     if (k < kc) {
       const __m256 b0 = _mm256_load_ps(b);
 #pragma GCC unroll 6
-      for (int i = 0; i < kMR; ++i) c0[i] = _mm256_fmadd_ps(_mm256_set1_ps(a[i * kRow]), b0, c0[i]);
+      for (int i = 0; i < MROWS; ++i) c0[i] = _mm256_fmadd_ps(_mm256_set1_ps(a[i * kRow]), b0, c0[i]);
     }
 #pragma GCC unroll 6
-    for (int i = 0; i < kMR; ++i) c0[i] = _mm256_add_ps(c0[i], c1[i]);
+    for (int i = 0; i < MROWS; ++i) c0[i] = _mm256_add_ps(c0[i], c1[i]);
   } else {
 #pragma GCC unroll 4
     for (std::int64_t k = 0; k < kc; ++k) {
-      const __m256 b0 = _mm256_load_ps(b);
-      const __m256 b1 = _mm256_load_ps(b + 8);
+      if constexpr (PACK_A && !KMAJOR)
+        if ((k & 7) == 0 && k + 8 < kc) copy_depths(stored, ld, pack_to, k + 8, kc);
+      if constexpr (PACK_B)
+        if (b_ahead > 0 && k + b_ahead < kc) {  // the row's 16 floats: two lines at most
+          const float* ahead = b + b_ahead * ld;
+          _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(ahead + 15), _MM_HINT_T0);
+        }
+      __m256 b0, b1;
+      if constexpr (PACK_B) {
+        b0 = _mm256_loadu_ps(b);
+        b1 = _mm256_loadu_ps(b + 8);
+        _mm256_store_ps(pack_to + k * kNR, b0);
+        _mm256_store_ps(pack_to + k * kNR + 8, b1);
+      } else {
+        b0 = _mm256_load_ps(b);
+        b1 = _mm256_load_ps(b + 8);
+      }
 #pragma GCC unroll 6
-      for (int i = 0; i < kMR; ++i) {
+      for (int i = 0; i < MROWS; ++i) {
         const __m256 ai = _mm256_set1_ps(a[i * kRow]);
         c0[i] = _mm256_fmadd_ps(ai, b0, c0[i]);
         c1[i] = _mm256_fmadd_ps(ai, b1, c1[i]);
       }
+      if constexpr (PACK_A && KMAJOR) {  // the stored depth row's MROWS floats
+        if constexpr (MROWS == kMR) {
+          _mm_storeu_ps(pack_to + k * kMR, _mm_loadu_ps(a));
+          _mm_storel_pi(reinterpret_cast<__m64*>(pack_to + k * kMR + 4),
+                        _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(a + 4))));
+        } else {
+#pragma GCC unroll 6
+          for (int i = 0; i < MROWS; ++i) pack_to[k * kMR + i] = a[i];
+        }
+      }
       if constexpr (PREFETCH)
         if (k < prefetches) lines.one();
-      a += kStep;
-      b += kNR;
+      a += a_step;
+      b += b_step;
     }
   }
   if constexpr (PREFETCH) {
@@ -105,38 +162,63 @@ CG_AVX2 void kernel_6x16(std::int64_t kc, const float* __restrict a, const float
   const __m256i k0 = lane_mask(n), k1 = lane_mask(n - 8);
   const bool read_c = !first || beta != 0.0f;
 #pragma GCC unroll 6
-  for (int i = 0; i < kMR; ++i) {
-    if (i < m) {
-      float* cr = c + i * ldc;
-      __m256 r0 = _mm256_mul_ps(va, c0[i]);
-      __m256 r1 = _mm256_mul_ps(va, c1[i]);
-      if (full) {
-        if (read_c) {
-          r0 = first ? _mm256_fmadd_ps(vb, _mm256_loadu_ps(cr), r0)
-                     : _mm256_add_ps(_mm256_loadu_ps(cr), r0);
-          r1 = first ? _mm256_fmadd_ps(vb, _mm256_loadu_ps(cr + 8), r1)
-                     : _mm256_add_ps(_mm256_loadu_ps(cr + 8), r1);
-        }
-        if (stream) {
-          _mm256_stream_ps(cr, r0);
-          _mm256_stream_ps(cr + 8, r1);
-        } else {
-          _mm256_storeu_ps(cr, r0);
-          _mm256_storeu_ps(cr + 8, r1);
-        }
-      } else {
-        if (read_c) {
-          const __m256 o0 = _mm256_maskload_ps(cr, k0);
-          const __m256 o1 = NV == 2 ? _mm256_maskload_ps(cr + 8, k1) : _mm256_setzero_ps();
-          r0 = first ? _mm256_fmadd_ps(vb, o0, r0) : _mm256_add_ps(o0, r0);
-          r1 = first ? _mm256_fmadd_ps(vb, o1, r1) : _mm256_add_ps(o1, r1);
-        }
-        _mm256_maskstore_ps(cr, k0, r0);
-        if (NV == 2) _mm256_maskstore_ps(cr + 8, k1, r1);
+  for (int i = 0; i < MROWS; ++i) {
+    float* cr = c + i * ldc;
+    __m256 r0 = _mm256_mul_ps(va, c0[i]);
+    __m256 r1 = _mm256_mul_ps(va, c1[i]);
+    if (full) {
+      if (read_c) {
+        r0 = first ? _mm256_fmadd_ps(vb, _mm256_loadu_ps(cr), r0) : _mm256_add_ps(_mm256_loadu_ps(cr), r0);
+        r1 = first ? _mm256_fmadd_ps(vb, _mm256_loadu_ps(cr + 8), r1) : _mm256_add_ps(_mm256_loadu_ps(cr + 8), r1);
       }
+      if (stream) {
+        _mm256_stream_ps(cr, r0);
+        _mm256_stream_ps(cr + 8, r1);
+      } else {
+        _mm256_storeu_ps(cr, r0);
+        _mm256_storeu_ps(cr + 8, r1);
+      }
+    } else {
+      if (read_c) {
+        const __m256 o0 = _mm256_maskload_ps(cr, k0);
+        const __m256 o1 = NV == 2 ? _mm256_maskload_ps(cr + 8, k1) : _mm256_setzero_ps();
+        r0 = first ? _mm256_fmadd_ps(vb, o0, r0) : _mm256_add_ps(o0, r0);
+        r1 = first ? _mm256_fmadd_ps(vb, o1, r1) : _mm256_add_ps(o1, r1);
+      }
+      _mm256_maskstore_ps(cr, k0, r0);
+      if (NV == 2) _mm256_maskstore_ps(cr + 8, k1, r1);
     }
   }
 }
+
+using KernelFn = void (*)(std::int64_t, const float*, const float*, float*, std::int64_t, int, float, float, bool,
+                          bool, sgemm_detail::PrefetchRows*, std::int64_t, float*, std::int64_t);
+
+// kKernels[prefetch][kmajor][nv - 1][mrows - 1]; kPacking{A,B}Kernels[prefetch][kmajor][mrows - 1].
+template <bool PREFETCH, bool KMAJOR, int NV, Pack PACK, std::size_t... I>
+constexpr std::array<KernelFn, kMR> kernel_row(std::index_sequence<I...>) {
+  return {&kernel<static_cast<int>(I) + 1, NV, KMAJOR, PREFETCH, PACK>...};
+}
+template <bool PREFETCH, int NV, Pack PACK>
+constexpr std::array<std::array<KernelFn, kMR>, 2> kernel_rows() {
+  return {kernel_row<PREFETCH, false, NV, PACK>(std::make_index_sequence<kMR>()),
+          kernel_row<PREFETCH, true, NV, PACK>(std::make_index_sequence<kMR>())};
+}
+template <bool PREFETCH>
+constexpr std::array<std::array<std::array<KernelFn, kMR>, 2>, 2> kernel_table() {
+  const auto one = kernel_rows<PREFETCH, 1, Pack::none>(), two = kernel_rows<PREFETCH, 2, Pack::none>();
+  return {{{one[0], two[0]}, {one[1], two[1]}}};
+}
+constexpr std::array<std::array<std::array<std::array<KernelFn, kMR>, 2>, 2>, 2> kKernels = {kernel_table<false>(),
+                                                                                           kernel_table<true>()};
+constexpr std::array<std::array<std::array<KernelFn, kMR>, 2>, 2> kPackingAKernels = {
+    kernel_rows<false, 2, Pack::a>(), kernel_rows<true, 2, Pack::a>()};
+constexpr std::array<std::array<std::array<KernelFn, kMR>, 2>, 2> kPackingBKernels = {
+    kernel_rows<false, 2, Pack::b>(), kernel_rows<true, 2, Pack::b>()};
+
+/// How many depth steps ahead kernel_packing_b fetches the stored B rows into L1 where the
+/// driver asks for it (GemmArgs::b_rows_ahead), as the AVX-512 kernel.
+constexpr std::int64_t kPackBAhead = 8;
 
 // Rows i0..i0+m of op(A), depth p0..p0+kc, copied in the layout the kernel reads; rows
 // m..5 are zeroed (the kernel computes all six and stores m).
@@ -279,19 +361,35 @@ struct Avx2Traits {
   }
   static void kernel(const GemmArgs& g, std::int64_t kc, const float* a, const float* b, float* c,
                      int m, int n, bool first, sgemm_detail::PrefetchRows* pf) {
-    if (pf->active()) return kernel_for<true>(g, kc, a, b, c, m, n, first, pf);
-    kernel_for<false>(g, kc, a, b, c, m, n, first, pf);
+    kKernels[pf->active()][g.ta][n > 8][m - 1](kc, a, b, c, g.ldc, n, g.alpha, g.beta, first, g.stream_c, pf, 0,
+                                               nullptr, 0);
   }
-  // PREFETCH: pf has lines for this call to spread over its depth steps.
-  template <bool PREFETCH>
-  static void kernel_for(const GemmArgs& g, std::int64_t kc, const float* a, const float* b, float* c,
-                         int m, int n, bool first, sgemm_detail::PrefetchRows* pf) {
-    if (g.ta) {
-      if (n > 8) return kernel_6x16<true, 2, PREFETCH>(kc, a, b, c, g.ldc, m, n, g.alpha, g.beta, first, g.stream_c, pf);
-      return kernel_6x16<true, 1, PREFETCH>(kc, a, b, c, g.ldc, m, n, g.alpha, g.beta, first, g.stream_c, pf);
-    }
-    if (n > 8) return kernel_6x16<false, 2, PREFETCH>(kc, a, b, c, g.ldc, m, n, g.alpha, g.beta, first, g.stream_c, pf);
-    kernel_6x16<false, 1, PREFETCH>(kc, a, b, c, g.ldc, m, n, g.alpha, g.beta, first, g.stream_c, pf);
+  /// The kernel with the A sliver read where it is stored (its first element at a_src:
+  /// op(A)(i, k) at a_src[k*lda + i] with A transposed, else a_src[i*lda + k]), leaving the
+  /// packed sliver at a_dst; an edge sliver of at most 8 columns packs first.
+  static void kernel_packing_a(const GemmArgs& g, std::int64_t kc, const float* a_src, float* a_dst,
+                               const float* b, float* c, int m, int n, bool first,
+                               sgemm_detail::PrefetchRows* pf) {
+    if (n > 8)
+      return kPackingAKernels[pf->active()][g.ta][m - 1](kc, a_src, b, c, g.ldc, n, g.alpha, g.beta, first,
+                                                         g.stream_c, pf, g.lda, a_dst, 0);
+    GemmArgs stored = g;  // the sliver where it is stored, at row 0, depth 0
+    stored.A = a_src;
+    pack_a_avx2(stored, 0, m, 0, kc, a_dst);
+    kernel(g, kc, a_dst, b, c, m, n, first, pf);
+  }
+  /// The kernel with the B sliver read where it is stored (plain B: depth row k at
+  /// b_src + k*ldb), leaving the packed sliver at b_dst; an edge sliver packs first.
+  static void kernel_packing_b(const GemmArgs& g, std::int64_t kc, const float* a, const float* b_src, float* b_dst,
+                               float* c, int m, int n, bool first, sgemm_detail::PrefetchRows* pf) {
+    if (n == kNR)
+      return kPackingBKernels[pf->active()][g.ta][m - 1](kc, a, b_src, c, g.ldc, n, g.alpha, g.beta, first,
+                                                         g.stream_c, pf, g.ldb, b_dst,
+                                                         g.b_rows_ahead ? kPackBAhead : 0);
+    GemmArgs stored = g;  // the sliver where it is stored, at depth 0, column 0
+    stored.B = b_src;
+    pack_b_avx2(stored, 0, kc, 0, n, b_dst);
+    kernel(g, kc, a, b_dst, c, m, n, first, pf);
   }
 };
 
