@@ -346,6 +346,9 @@ struct Avx2Traits {
   // for the C tile and A slivers passing through (forward 3x3 layers, best of 5: 0.76 ->
   // 0.81 of oneDNN; the medians over all layer shapes did not move beyond the noise).
   static constexpr std::int64_t kBBlockL2Eighths = 4;
+  // One thread runs plain B sliver by sliver from depth blocks of 128 (the driver's default
+  // is 256): see sliver_outer in sgemm_driver.hpp.
+  static constexpr std::int64_t kSliverOuterMinDepth = 128;
   static void pack_a(const GemmArgs& g, std::int64_t i0, int m, std::int64_t p0, std::int64_t kc,
                      float* dst) {
     pack_a_avx2(g, i0, m, p0, kc, dst);

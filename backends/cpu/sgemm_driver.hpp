@@ -207,6 +207,16 @@ constexpr std::int64_t b_block_l2_eighths() {
     return 6;
 }
 
+/// The shallowest depth block at which one thread runs plain B sliver by sliver (see
+/// sliver_outer in run_sgemm): the traits' kSliverOuterMinDepth, else 256.
+template <class Isa>
+constexpr std::int64_t sliver_outer_min_depth() {
+  if constexpr (requires { Isa::kSliverOuterMinDepth; })
+    return Isa::kSliverOuterMinDepth;
+  else
+    return 256;
+}
+
 /// When the busiest of `threads` threads is done, in kernel calls per A sliver, with column
 /// tiles about `width` slivers wide (tiles of equal width, as the driver makes them) times
 /// `parts` depth parts, the threads taking the next task as they come free (run_sgemm's
@@ -387,7 +397,11 @@ void run_sgemm(const GemmArgs& args, ThreadPool* pool) {
   // better (64x200704x81 156 -> 125 this way); on two threads, each pulling its B rows from
   // the shared L3, this order won there too (64x200704x81 179 -> 254, 81x200704x64 with A
   // transposed 173 -> 236, 256x3136x64 334 -> 354).
-  const bool sliver_outer = b_in_kernel && tile_ms * Isa::kABuf * 4 <= cache.l2 / 4 && (kcb >= 256 || threads > 1);
+  // The 6-row AVX2 kernel gains at a shallower depth (Zen 3, 1 thread, % of peak, 3 runs:
+  // 64x3136x576 at depth blocks of 192: 77 -> 82; 64x12544x147: 76 -> 80; 64x200704x81 at
+  // 81 lost, 66 -> 63): see kSliverOuterMinDepth.
+  const bool sliver_outer = b_in_kernel && tile_ms * Isa::kABuf * 4 <= cache.l2 / 4 &&
+                            (kcb >= sliver_outer_min_depth<Isa>() || threads > 1);
   // There each B sliver's first call reads its kc rows, a page or more apart, from L2 (see
   // `ahead` below) or beyond: it fetches them a few steps ahead into L1 as it goes.
   g.b_rows_ahead = gpart.b_rows_ahead = sliver_outer;
