@@ -220,8 +220,8 @@ constexpr std::array<std::array<std::array<KernelFn, kMR>, 2>, 2> kPackingBKerne
 /// driver asks for it (GemmArgs::b_rows_ahead), as the AVX-512 kernel.
 constexpr std::int64_t kPackBAhead = 8;
 
-// Rows i0..i0+m of op(A), depth p0..p0+kc, copied in the layout the kernel reads; rows
-// m..5 are zeroed (the kernel computes all six and stores m).
+// Rows i0..i0+m of op(A), depth p0..p0+kc, copied in the layout the kernel reads (the
+// kernel for an m-row sliver reads rows 0..m-1 alone).
 CG_AVX2 void pack_a_avx2(const GemmArgs& g, std::int64_t i0, int m, std::int64_t p0,
                          std::int64_t kc, float* dst) {
   if (g.ta) {
@@ -235,19 +235,13 @@ CG_AVX2 void pack_a_avx2(const GemmArgs& g, std::int64_t i0, int m, std::int64_t
       }
       return;
     }
-    for (std::int64_t k = 0; k < kc; ++k) {
+    for (std::int64_t k = 0; k < kc; ++k)
       for (int i = 0; i < m; ++i) dst[k * kMR + i] = src[k * g.lda + i];
-      for (int i = m; i < kMR; ++i) dst[k * kMR + i] = 0.0f;
-    }
     return;
   }
   const std::int64_t kfull = kc - kc % 8;
-  for (int i = 0; i < kMR; ++i) {
+  for (int i = 0; i < m; ++i) {
     float* d = dst + i * kKC;
-    if (i >= m) {
-      for (std::int64_t k = 0; k < kc; ++k) d[k] = 0.0f;
-      continue;
-    }
     const float* src = g.A + (i0 + i) * g.lda + p0;
     for (std::int64_t k = 0; k < kfull; k += 8) _mm256_store_ps(d + k, _mm256_loadu_ps(src + k));
     for (std::int64_t k = kfull; k < kc; ++k) d[k] = src[k];

@@ -397,9 +397,10 @@ void run_sgemm(const GemmArgs& args, ThreadPool* pool) {
   // better (64x200704x81 156 -> 125 this way); on two threads, each pulling its B rows from
   // the shared L3, this order won there too (64x200704x81 179 -> 254, 81x200704x64 with A
   // transposed 173 -> 236, 256x3136x64 334 -> 354).
-  // The 6-row AVX2 kernel gains at a shallower depth (Zen 3, 1 thread, % of peak, 3 runs:
-  // 64x3136x576 at depth blocks of 192: 77 -> 82; 64x12544x147: 76 -> 80; 64x200704x81 at
-  // 81 lost, 66 -> 63): see kSliverOuterMinDepth.
+  // The 6-row AVX2 kernel gains at a shallower depth (Zen 3, 1 thread, % of peak, three
+  // runs alternating: 64x3136x576, depth blocks of 192, 80 -> 83; 64x12544x147 78 -> 81;
+  // 96x3025x363 81 -> 84; forced at depth 81, 64x200704x81 lost, 66 -> 63): see the
+  // traits' kSliverOuterMinDepth.
   const bool sliver_outer = b_in_kernel && tile_ms * Isa::kABuf * 4 <= cache.l2 / 4 &&
                             (kcb >= sliver_outer_min_depth<Isa>() || threads > 1);
   // There each B sliver's first call reads its kc rows, a page or more apart, from L2 (see
