@@ -25,7 +25,7 @@ namespace {
 
 using sgemm_detail::GemmArgs;
 
-struct ScalarTraits {
+struct ScalarTraits : sgemm_detail::TraitsDefaults {
   static constexpr int kMR = 4;
   static constexpr int kNR = 16;
   static constexpr std::int64_t kKC = 256;

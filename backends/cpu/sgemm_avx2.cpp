@@ -330,7 +330,7 @@ CG_AVX2 void pack_b_rows_avx2(const GemmArgs& g, std::int64_t p0, std::int64_t k
   }
 }
 
-struct Avx2Traits {
+struct Avx2Traits : sgemm_detail::TraitsDefaults {
   static constexpr int kMR = convgraph::cpu::kMR;
   static constexpr int kNR = convgraph::cpu::kNR;
   static constexpr std::int64_t kKC = convgraph::cpu::kKC;
@@ -370,10 +370,7 @@ struct Avx2Traits {
     if (n > 8)
       return kPackingAKernels[pf->active()][g.ta][m - 1](kc, a_src, b, c, g.ldc, n, g.alpha, g.beta, first,
                                                          g.stream_c, pf, g.lda, a_dst, 0);
-    GemmArgs stored = g;  // the sliver where it is stored, at row 0, depth 0
-    stored.A = a_src;
-    pack_a_avx2(stored, 0, m, 0, kc, a_dst);
-    kernel(g, kc, a_dst, b, c, m, n, first, pf);
+    sgemm_detail::pack_a_then_kernel<Avx2Traits>(g, kc, a_src, a_dst, b, c, m, n, first, pf);
   }
   /// The kernel with the B sliver read where it is stored (plain B: depth row k at
   /// b_src + k*ldb), leaving the packed sliver at b_dst; an edge sliver packs first.
@@ -383,10 +380,7 @@ struct Avx2Traits {
       return kPackingBKernels[pf->active()][g.ta][m - 1](kc, a, b_src, c, g.ldc, n, g.alpha, g.beta, first,
                                                          g.stream_c, pf, g.ldb, b_dst,
                                                          g.b_rows_ahead ? kPackBAhead : 0);
-    GemmArgs stored = g;  // the sliver where it is stored, at depth 0, column 0
-    stored.B = b_src;
-    pack_b_avx2(stored, 0, kc, 0, n, b_dst);
-    kernel(g, kc, a, b_dst, c, m, n, first, pf);
+    sgemm_detail::pack_b_then_kernel<Avx2Traits>(g, kc, a, b_src, b_dst, c, m, n, first, pf);
   }
 };
 

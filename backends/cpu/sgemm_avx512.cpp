@@ -435,7 +435,7 @@ CG_AVX512 void pack_b_panel_avx512(const GemmArgs& g, std::int64_t p0, std::int6
   }
 }
 
-struct Avx512Traits {
+struct Avx512Traits : sgemm_detail::TraitsDefaults {
   static constexpr int kMR = convgraph::cpu::kMR;
   static constexpr int kNR = convgraph::cpu::kNR;
   static constexpr std::int64_t kKC = convgraph::cpu::kKC;
@@ -444,6 +444,10 @@ struct Avx512Traits {
   static void pack_a(const GemmArgs& g, std::int64_t i0, int m, std::int64_t p0, std::int64_t kc,
                      float* dst) {
     pack_a_avx512(g, i0, m, p0, kc, dst);
+  }
+  static void pack_b(const GemmArgs& g, std::int64_t p0, std::int64_t kc, std::int64_t j0, int n,
+                     float* dst) {
+    pack_b_avx512(g, p0, kc, j0, n, dst);
   }
   static void pack_b_panel(const GemmArgs& g, std::int64_t p0, std::int64_t kc, std::int64_t j0,
                            std::int64_t n, float* dst) {
@@ -472,10 +476,7 @@ struct Avx512Traits {
     if (n > 16 + kThin)
       return kPackingKernels[pf->active()][g.ta][m - 1](kc, a_src, b, c, g.ldc, n, g.alpha, g.beta, first,
                                                         g.stream_c, pf, g.lda, a_dst, 0);
-    GemmArgs stored = g;  // the sliver where it is stored, at row 0, depth 0
-    stored.A = a_src;
-    pack_a_avx512(stored, 0, m, 0, kc, a_dst);
-    kernel(g, kc, a_dst, b, c, m, n, first, pf);
+    sgemm_detail::pack_a_then_kernel<Avx512Traits>(g, kc, a_src, a_dst, b, c, m, n, first, pf);
   }
   /// The kernel with the B sliver read where it is stored (plain B: depth row k at
   /// b_src + k*ldb), leaving the packed sliver at b_dst; thin tails pack first.
@@ -485,10 +486,7 @@ struct Avx512Traits {
       return kPackingBKernels[pf->active()][g.ta][m - 1](kc, a, b_src, c, g.ldc, n, g.alpha, g.beta, first,
                                                          g.stream_c, pf, g.ldb, b_dst,
                                                          g.b_rows_ahead ? kPackBAhead : 0);
-    GemmArgs stored = g;  // the sliver where it is stored, at depth 0, column 0
-    stored.B = b_src;
-    pack_b_avx512(stored, 0, kc, 0, n, b_dst);
-    kernel(g, kc, a, b_dst, c, m, n, first, pf);
+    sgemm_detail::pack_b_then_kernel<Avx512Traits>(g, kc, a, b_src, b_dst, c, m, n, first, pf);
   }
 };
 

@@ -16,6 +16,9 @@
 ///   optional: static void kernel_packing_b(g, kc, a, b_src, b_dst, c, m, n, first, pf);
 ///     kernel() on a plain stored B sliver (depth row k at b_src + k*ldb), leaving it
 ///     packed at b_dst for the tile's other A slivers
+///   (the packing kernels fall back on pack_a_then_kernel / pack_b_then_kernel, which
+///   need static void pack_b(g, p0, kc, j0, n, dst): one sliver of plain B)
+///   and derives from TraitsDefaults, whose tuning constants it may shadow.
 ///
 /// The A sliver layout is the traits' business (pack_a and kernel agree on it). A packed
 /// B sliver is dst[k*kNR + j], zero-padded past n. `first` is true for the first depth
@@ -198,23 +201,33 @@ inline std::int64_t depth_parts(std::int64_t M, std::int64_t N, std::int64_t ste
   return parts;
 }
 
-/// Eighths of L2 the packed B block may fill: the traits' kBBlockL2Eighths, else 6.
-template <class Isa>
-constexpr std::int64_t b_block_l2_eighths() {
-  if constexpr (requires { Isa::kBBlockL2Eighths; })
-    return Isa::kBBlockL2Eighths;
-  else
-    return 6;
-}
+/// Tuning constants a traits type inherits and may shadow with its own.
+struct TraitsDefaults {
+  /// Eighths of L2 the packed B block may fill.
+  static constexpr std::int64_t kBBlockL2Eighths = 6;
+  /// The shallowest depth block at which one thread runs plain B sliver by sliver (see
+  /// sliver_outer in run_sgemm).
+  static constexpr std::int64_t kSliverOuterMinDepth = 256;
+};
 
-/// The shallowest depth block at which one thread runs plain B sliver by sliver (see
-/// sliver_outer in run_sgemm): the traits' kSliverOuterMinDepth, else 256.
+/// kernel_packing_a's and kernel_packing_b's way for the calls a traits' packing kernel
+/// does not cover (edge slivers): pack the sliver where it is stored (Isa::pack_a, or
+/// Isa::pack_b of a plain B), then run Isa::kernel on the packed copy.
 template <class Isa>
-constexpr std::int64_t sliver_outer_min_depth() {
-  if constexpr (requires { Isa::kSliverOuterMinDepth; })
-    return Isa::kSliverOuterMinDepth;
-  else
-    return 256;
+void pack_a_then_kernel(const GemmArgs& g, std::int64_t kc, const float* a_src, float* a_dst, const float* b,
+                        float* c, int m, int n, bool first, PrefetchRows* pf) {
+  GemmArgs stored = g;  // the sliver where it is stored, at row 0, depth 0
+  stored.A = a_src;
+  Isa::pack_a(stored, 0, m, 0, kc, a_dst);
+  Isa::kernel(g, kc, a_dst, b, c, m, n, first, pf);
+}
+template <class Isa>
+void pack_b_then_kernel(const GemmArgs& g, std::int64_t kc, const float* a, const float* b_src, float* b_dst,
+                        float* c, int m, int n, bool first, PrefetchRows* pf) {
+  GemmArgs stored = g;  // the sliver where it is stored, at depth 0, column 0
+  stored.B = b_src;
+  Isa::pack_b(stored, 0, kc, 0, n, b_dst);
+  Isa::kernel(g, kc, a, b_dst, c, m, n, first, pf);
 }
 
 /// When the busiest of `threads` threads is done, in kernel calls per A sliver, with column
@@ -251,7 +264,7 @@ void run_sgemm(const GemmArgs& args, ThreadPool* pool) {
   // 0.75 -> 0.80, all 0.937 -> 0.945; 64x3136x576 145 -> 160 GFLOP/s): a bigger block and
   // the next one prefetched meanwhile (prefetch_plain_b) crowd each other out of L2.
   constexpr std::int64_t kMaxBBlockBytes = 768 << 10;
-  const std::int64_t b_block = std::min(cache.l2 * b_block_l2_eighths<Isa>() / 8, kMaxBBlockBytes);
+  const std::int64_t b_block = std::min(cache.l2 * Isa::kBBlockL2Eighths / 8, kMaxBBlockBytes);
   const std::int64_t nc = std::clamp<std::int64_t>(b_block / (kc_max * 4) / NR * NR, 4 * NR, 4096);
 
   // Depth blocks of equal size (a short last block would waste a C pass); a batch repeats
@@ -402,7 +415,7 @@ void run_sgemm(const GemmArgs& args, ThreadPool* pool) {
   // 96x3025x363 81 -> 84; forced at depth 81, 64x200704x81 lost, 66 -> 63): see the
   // traits' kSliverOuterMinDepth.
   const bool sliver_outer = b_in_kernel && tile_ms * Isa::kABuf * 4 <= cache.l2 / 4 &&
-                            (kcb >= sliver_outer_min_depth<Isa>() || threads > 1);
+                            (kcb >= Isa::kSliverOuterMinDepth || threads > 1);
   // There each B sliver's first call reads its kc rows, a page or more apart, from L2 (see
   // `ahead` below) or beyond: it fetches them a few steps ahead into L1 as it goes.
   g.b_rows_ahead = gpart.b_rows_ahead = sliver_outer;
