@@ -35,6 +35,7 @@ struct ScalarTraits : sgemm_detail::TraitsDefaults {
                      float* dst) {
     sgemm_detail::pack_a_generic<kMR>(g, i0, m, p0, kc, dst);
   }
+  static std::int64_t a_depth_offset(const GemmArgs&, std::int64_t k) { return k * kMR; }
   static void pack_b(const GemmArgs& g, std::int64_t p0, std::int64_t kc, std::int64_t j0, int n,
                      float* dst) {
     sgemm_detail::pack_b_generic<kNR>(g, p0, kc, j0, n, dst);
@@ -239,7 +240,16 @@ CacheSizes cpu_cache_sizes() {
 void sgemm_ex(bool transA, bool transB, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
               const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C,
               std::int64_t ldc, const SgemmExt& ext, ThreadPool* pool) {
+  sgemm_with_isa(active_cpu_isa(), transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool, ext);
+}
+
+void sgemm_with_isa(CpuIsa isa, bool transA, bool transB, std::int64_t M, std::int64_t N,
+                    std::int64_t K, float alpha, const float* A, std::int64_t lda, const float* B,
+                    std::int64_t ldb, float beta, float* C, std::int64_t ldc, ThreadPool* pool,
+                    const SgemmExt& ext) {
   check_args(transA, transB, M, N, K, A, lda, B, ldb, C, ldc, ext);
+  if (!cpu_isa_supported(isa))
+    throw ValueError(msg("sgemm: this CPU cannot run the ", cpu_isa_name(isa), " kernels"));
   if (M == 0 || N == 0) return;
   if (K == 0 || ext.batch == 0 || alpha == 0.0f) {
     scale_c(M, N, beta, C, ldc);
@@ -252,21 +262,6 @@ void sgemm_ex(bool transA, bool transB, std::int64_t M, std::int64_t N, std::int
   g.b_stride = ext.b_stride;
   g.bsrc = ext.b_source;
   g.hook = ext.tile_done;
-  run_isa_or_swapped(active_cpu_isa(), g, pool);
-}
-
-void sgemm_with_isa(CpuIsa isa, bool transA, bool transB, std::int64_t M, std::int64_t N,
-                    std::int64_t K, float alpha, const float* A, std::int64_t lda, const float* B,
-                    std::int64_t ldb, float beta, float* C, std::int64_t ldc, ThreadPool* pool) {
-  check_args(transA, transB, M, N, K, A, lda, B, ldb, C, ldc);
-  if (!cpu_isa_supported(isa))
-    throw ValueError(msg("sgemm: this CPU cannot run the ", cpu_isa_name(isa), " kernels"));
-  if (M == 0 || N == 0) return;
-  if (K == 0 || alpha == 0.0f) {
-    scale_c(M, N, beta, C, ldc);
-    return;
-  }
-  const GemmArgs g{transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc};
   run_isa_or_swapped(isa, g, pool);
 }
 

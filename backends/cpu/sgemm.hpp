@@ -85,6 +85,7 @@ inline bool stream_destination(std::int64_t bytes) { return 2 * bytes >= cpu_cac
 /// cannot run it.
 void sgemm_with_isa(CpuIsa isa, bool transA, bool transB, std::int64_t M, std::int64_t N,
                     std::int64_t K, float alpha, const float* A, std::int64_t lda, const float* B,
-                    std::int64_t ldb, float beta, float* C, std::int64_t ldc, ThreadPool* pool);
+                    std::int64_t ldb, float beta, float* C, std::int64_t ldc, ThreadPool* pool,
+                    const SgemmExt& ext = {});
 
 }  // namespace convgraph::cpu

@@ -221,7 +221,8 @@ constexpr std::array<std::array<std::array<KernelFn, kMR>, 2>, 2> kPackingBKerne
 constexpr std::int64_t kPackBAhead = 8;
 
 // Rows i0..i0+m of op(A), depth p0..p0+kc, copied in the layout the kernel reads (the
-// kernel for an m-row sliver reads rows 0..m-1 alone).
+// kernel for an m-row sliver reads rows 0..m-1 alone). dst may be a depth inside a
+// sliver (a joined batch's piece): the row-major copy stores unaligned.
 CG_AVX2 void pack_a_avx2(const GemmArgs& g, std::int64_t i0, int m, std::int64_t p0,
                          std::int64_t kc, float* dst) {
   if (g.ta) {
@@ -243,7 +244,7 @@ CG_AVX2 void pack_a_avx2(const GemmArgs& g, std::int64_t i0, int m, std::int64_t
   for (int i = 0; i < m; ++i) {
     float* d = dst + i * kKC;
     const float* src = g.A + (i0 + i) * g.lda + p0;
-    for (std::int64_t k = 0; k < kfull; k += 8) _mm256_store_ps(d + k, _mm256_loadu_ps(src + k));
+    for (std::int64_t k = 0; k < kfull; k += 8) _mm256_storeu_ps(d + k, _mm256_loadu_ps(src + k));
     for (std::int64_t k = kfull; k < kc; ++k) d[k] = src[k];
   }
 }
@@ -347,6 +348,7 @@ struct Avx2Traits : sgemm_detail::TraitsDefaults {
                      float* dst) {
     pack_a_avx2(g, i0, m, p0, kc, dst);
   }
+  static std::int64_t a_depth_offset(const GemmArgs& g, std::int64_t k) { return g.ta ? k * kMR : k; }
   static void pack_b(const GemmArgs& g, std::int64_t p0, std::int64_t kc, std::int64_t j0, int n,
                      float* dst) {
     pack_b_avx2(g, p0, kc, j0, n, dst);

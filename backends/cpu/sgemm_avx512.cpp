@@ -334,7 +334,8 @@ CG_AVX512 inline void transpose16(__m512 r[16]) {
 
 // Rows i0..i0+m of op(A), depth p0..p0+kc, as the kernel reads them: a plain copy
 // either way, no transpose. transA: k-major dst[k*14 + i] (A's rows are op(A)'s columns);
-// otherwise row-major dst[i*kKC + k].
+// otherwise row-major dst[i*kKC + k]. dst may be a depth inside a sliver (a joined
+// batch's piece): the row-major copy stores unaligned.
 CG_AVX512 void pack_a_avx512(const GemmArgs& g, std::int64_t i0, int m, std::int64_t p0,
                              std::int64_t kc, float* dst) {
   if (g.ta) {
@@ -349,7 +350,7 @@ CG_AVX512 void pack_a_avx512(const GemmArgs& g, std::int64_t i0, int m, std::int
   for (int i = 0; i < m; ++i) {
     const float* src = g.A + (i0 + i) * g.lda + p0;
     float* d = dst + i * kKC;
-    for (std::int64_t k = 0; k < kfull; k += 16) _mm512_store_ps(d + k, _mm512_loadu_ps(src + k));
+    for (std::int64_t k = 0; k < kfull; k += 16) _mm512_storeu_ps(d + k, _mm512_loadu_ps(src + k));
     if (tail) _mm512_mask_storeu_ps(d + kfull, tail, _mm512_maskz_loadu_ps(tail, src + kfull));
   }
 }
@@ -445,6 +446,7 @@ struct Avx512Traits : sgemm_detail::TraitsDefaults {
                      float* dst) {
     pack_a_avx512(g, i0, m, p0, kc, dst);
   }
+  static std::int64_t a_depth_offset(const GemmArgs& g, std::int64_t k) { return g.ta ? k * kMR : k; }
   static void pack_b(const GemmArgs& g, std::int64_t p0, std::int64_t kc, std::int64_t j0, int n,
                      float* dst) {
     pack_b_avx512(g, p0, kc, j0, n, dst);

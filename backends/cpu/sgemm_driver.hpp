@@ -8,6 +8,8 @@
 ///   static constexpr std::int64_t kABuf;  floats of one packed A sliver
 ///   static constexpr std::int64_t kAPanel;  transA: A slivers per prefetch group
 ///   static void pack_a(g, i0, m, p0, kc, dst);        one sliver: rows i0..i0+m, depth p0..
+///   static std::int64_t a_depth_offset(g, k);  floats from a packed A sliver's start to
+///     its depth k (a joined batch's pieces are packed at their depths, see run_sgemm)
 ///   static void pack_b_panel(g, p0, kc, j0, n, dst);  columns j0..j0+n, sliver q at q*kc*kNR
 ///   static void kernel(g, kc, a, b, c, m, n, first, pf);  C(m x n) (+)= A sliver * B sliver
 ///   optional: static void kernel_packing_a(g, kc, a_src, a_dst, b, c, m, n, first, pf);
@@ -268,12 +270,40 @@ void run_sgemm(const GemmArgs& args, ThreadPool* pool) {
   const std::int64_t nc = std::clamp<std::int64_t>(b_block / (kc_max * 4) / NR * NR, 4 * NR, 4096);
 
   // Depth blocks of equal size (a short last block would waste a C pass); a batch repeats
-  // them per element: `steps` depth steps in all, cut into `kparts` ranges.
-  const std::int64_t nkb = ceil_div(K, kc_max);
-  const std::int64_t kcb = ceil_div(K, nkb);
+  // them per element: `steps` depth steps in all, cut into `kparts` ranges. Batch elements
+  // shallower than a block are joined instead: the blocks cut the batch's depths laid end
+  // to end, and a step packs one piece per element it spans (Piece). Step by element, C
+  // made a pass per element: grad weights of a 7x7 layer (49 positions an image) spent
+  // more time moving C than in FMAs (Zen 3, 2048x512 from 8 elements of depth 49, GFLOP/s,
+  // 1 thread 72 -> 82, 2 threads 94 -> 123, as one GEMM of depth 392).
+  const bool joined = g.batch > 1 && K < kc_max;
+  const std::int64_t depth = joined ? g.batch * K : K;  // what the blocks cut
+  const std::int64_t nkb = ceil_div(depth, kc_max);
+  const std::int64_t kcb = ceil_div(depth, nkb);
   const std::int64_t msl = ceil_div(M, MR), nsl = ceil_div(N, NR);
   const std::int64_t Np = nsl * NR;
-  const std::int64_t steps = g.batch * nkb;
+  const std::int64_t steps = joined ? nkb : g.batch * nkb;
+  // Step `step`'s depth, and its pieces: batch element b's depths k0..k0+len at depth
+  // `at` of the step (one piece unless joined).
+  struct Piece {
+    std::int64_t b, k0, len, at;
+  };
+  auto step_depth = [&](std::int64_t step) {
+    return joined ? std::min(kcb, depth - step * kcb) : std::min(kcb, K - step % nkb * kcb);
+  };
+  auto lead_piece = [&](std::int64_t step) {
+    if (!joined) return Piece{step / nkb, step % nkb * kcb, step_depth(step), 0};
+    const std::int64_t d = step * kcb;
+    return Piece{d / K, d % K, std::min(K - d % K, step_depth(step)), 0};
+  };
+  auto for_each_piece = [&](std::int64_t step, auto&& fn) {
+    const std::int64_t kc = step_depth(step);
+    for (Piece pc = lead_piece(step); pc.at < kc;) {
+      fn(pc);
+      pc.at += pc.len;
+      pc = Piece{pc.b + 1, 0, std::min(K, kc - pc.at), pc.at};
+    }
+  };
   const std::int64_t kparts = depth_parts(M, N, steps);
 
   // C written in one pass (one depth step, no depth parts), with nothing that reads it
@@ -354,6 +384,23 @@ void run_sgemm(const GemmArgs& args, ThreadPool* pool) {
     gb.B += b * g.b_stride;
     Isa::pack_b_panel(gb, p0, kc, j0, n, dst);
   };
+  // Columns j0..j0+n of depth step `step` (kc deep): sliver by sliver, piece by piece when joined.
+  auto pack_b_step = [&](std::int64_t step, std::int64_t kc, std::int64_t j0, std::int64_t n, float* dst) {
+    if (!joined) return pack_b(step / nkb, step % nkb * kcb, kc, j0, n, dst);
+    for (std::int64_t q = 0; q * NR < n; ++q)
+      for_each_piece(step, [&](const Piece& pc) {
+        pack_b(pc.b, pc.k0, pc.len, j0 + q * NR, std::min<std::int64_t>(NR, n - q * NR), dst + q * kc * NR + pc.at * NR);
+      });
+  };
+  // A sliver s (m rows) of depth step `step` into dst: piece by piece when joined, each at
+  // its depth's place in the traits' sliver layout.
+  auto pack_a_step = [&](std::int64_t step, std::int64_t s, int m, float* dst) {
+    for_each_piece(step, [&](const Piece& pc) {
+      GemmArgs ga = g;
+      ga.A += pc.b * g.a_stride;
+      Isa::pack_a(ga, s * MR, m, pc.k0, pc.len, dst + Isa::a_depth_offset(g, pc.at));
+    });
+  };
 
   // n tasks: each thread takes the next one as it comes free (the pool's chunks of n/(4 *
   // threads) tasks would split 36 tasks 20:16 on two threads).
@@ -393,13 +440,14 @@ void run_sgemm(const GemmArgs& args, ThreadPool* pool) {
   // Where the traits have a kernel that packs A as it computes (kernel_packing_a), each
   // sliver's first call packs it and nothing is packed up front (Zen 4, 1 thread, GFLOP/s: A transposed,
   // 4608x49x512 84 -> 103; plain A, B transposed, 256x64x25088 95 -> 100, 96x363x24200 99 -> 105).
-  constexpr bool pack_in_kernel = requires { &Isa::kernel_packing_a; };
+  // (Not for joined steps: a sliver's first call reads one stored run of depths.)
+  const bool pack_in_kernel = requires { &Isa::kernel_packing_a; } && !joined;
   // Likewise plain stored B, where the traits can (kernel_packing_b): the tile's first A
   // sliver reads each B sliver where it is stored and leaves it packed for the others, so
   // no packing pass stalls the FMAs (Zen 4, 1 thread, GFLOP/s: 64x12544x147 100 -> 105,
   // 64x3136x576 100.5 -> 107, 128x50176x1728 99.5 -> 105, 64x200704x81 94 -> 100.5).
   constexpr bool can_pack_b_in_kernel = requires { &Isa::kernel_packing_b; };
-  const bool b_in_kernel = can_pack_b_in_kernel && !g.tb && g.bsrc == nullptr && !shared_b;
+  const bool b_in_kernel = can_pack_b_in_kernel && !g.tb && g.bsrc == nullptr && !shared_b && !joined;
   // Plain stored B over a deep step and few rows of C (forward-like shapes: M <= 336 on a
   // 2 MB L2): B sliver by B sliver, each packed by the first A sliver's call into a buffer
   // that stays in L1 and used at once by the tile's other A slivers, all of them packed
@@ -440,8 +488,10 @@ void run_sgemm(const GemmArgs& args, ThreadPool* pool) {
       const std::int64_t step0 = steps * part / kparts, step1 = steps * (part + 1) / kparts;
       const std::int64_t tile_rows = std::min(M, s1 * MR) - s0 * MR, tile_cols = std::min(N, j1 * NR) - j0 * NR;
       for (std::int64_t step = step0; step < step1; ++step) {
-        const std::int64_t b = step / nkb, p = step % nkb;
-        const std::int64_t p0 = p * kcb, kc = std::min(kcb, K - p0);
+        // The step's first piece (all of it unless joined): what the plain-B paths and the
+        // prefetches below read.
+        const Piece lead = lead_piece(step);
+        const std::int64_t b = lead.b, p = step % nkb, p0 = lead.k0, kc = step_depth(step);
         // Long K over a small tile (grad weights): the packers read every element of the
         // step's A and B rows once, straight from memory, while the kernel waits. So the
         // next step's rows are prefetched a few lines per kernel call, spread over this
@@ -452,8 +502,8 @@ void run_sgemm(const GemmArgs& args, ThreadPool* pool) {
         std::int64_t next_b_kc = 0, next_b_cols = 0;
         bool next_covers_a = false;
         if (prefetch_rows && step + 1 < step1) {
-          const std::int64_t nb = (step + 1) / nkb, np0 = (step + 1) % nkb * kcb;
-          const std::int64_t nkc = std::min(kcb, K - np0);
+          const Piece np = lead_piece(step + 1);  // joined: its first piece alone
+          const std::int64_t nb = np.b, np0 = np.k0, nkc = np.len;
           const std::int64_t ncols = prefetch_b_rows ? tile_cols : 0;
           next_covers_a = (tile_rows + ncols) * nkc * 4 <= cache.l2 / 2;
           const float* next_b = ncols > 0 ? g.B + nb * g.b_stride + j0 * NR * g.ldb + np0 : nullptr;
@@ -475,9 +525,9 @@ void run_sgemm(const GemmArgs& args, ThreadPool* pool) {
             nj1 = std::min(nsl, nj0 + tile_ns);
           }
           if (nstep < step1 || next_task) {
-            const std::int64_t np0 = nstep % nkb * kcb;
-            next_b = g.B + nstep / nkb * g.b_stride + np0 * g.ldb + nj0 * NR;
-            next_b_kc = std::min(kcb, K - np0);
+            const Piece np = lead_piece(nstep);  // joined: its first piece alone
+            next_b = g.B + np.b * g.b_stride + np.k0 * g.ldb + nj0 * NR;
+            next_b_kc = np.len;
             next_b_cols = std::min(N, nj1 * NR) - nj0 * NR;
             if (!sliver_outer)  // else its first sliver alone, during this block's last sliver
               next = PrefetchRows(nullptr, 0, 0, next_b, g.ldb, next_b_kc, next_b_cols, (s1 - s0) * (j1 - j0));
@@ -506,7 +556,7 @@ void run_sgemm(const GemmArgs& args, ThreadPool* pool) {
                 if (j == j0) Isa::pack_a(ga, s * MR, m, p0, kc, as);
                 Isa::kernel_packing_b(gc, kc, as, b_rows + j * NR, local_b, cj, m, n, first, &ahead);
               } else if (j == j0) {
-                if constexpr (pack_in_kernel)
+                if constexpr (requires { &Isa::kernel_packing_a; })
                   Isa::kernel_packing_a(gc, kc, stored_a(ga.A, p0, s), as,
                                         local_b, cj, m, n, first, &ahead);
                 else {
@@ -524,7 +574,7 @@ void run_sgemm(const GemmArgs& args, ThreadPool* pool) {
         if (shared_b) {
           bp = bpk + p * kcb * Np + j0 * kc * NR;
         } else {
-          if (!b_in_kernel) pack_b(b, p0, kc, j0 * NR, std::min(N, j1 * NR) - j0 * NR, local_b);
+          if (!b_in_kernel) pack_b_step(step, kc, j0 * NR, std::min(N, j1 * NR) - j0 * NR, local_b);
           bp = local_b;
         }
         for (std::int64_t sb = s0; sb < s1; sb += apanel) {
@@ -533,17 +583,17 @@ void run_sgemm(const GemmArgs& args, ThreadPool* pool) {
           // layers, grad weights of many filters): the next sliver's rows, during this one's calls.
           if (!g.ta && !next_covers_a && !next_a.active() && sb + 1 < s1)
             next_a = PrefetchRows(ga.A + (sb + 1) * MR * g.lda + p0, g.lda, std::min<std::int64_t>(MR, M - (sb + 1) * MR),
-                                nullptr, 0, 0, kc, j1 - j0);
+                                nullptr, 0, 0, lead.len, j1 - j0);
           // Transposed A: the next panel's kc depth rows (a short run each, lda apart: the
           // hardware prefetcher does not follow them), during this panel's calls (Zen 4, 1
           // thread, 4608x49x512, resnet_3x3_7's grad inputs, A from memory: 92 -> 94 GFLOP/s).
           if (g.ta && !next_a.active() && se < s1)
-            next_a = PrefetchRows(ga.A + p0 * g.lda + se * MR, g.lda, kc, nullptr, 0, 0,
+            next_a = PrefetchRows(ga.A + p0 * g.lda + se * MR, g.lda, lead.len, nullptr, 0, 0,
                                   std::min(M, std::min(s1, se + apanel) * MR) - se * MR, (se - sb) * (j1 - j0));
           for (std::int64_t s = sb; s < se; ++s) {
             const int m = static_cast<int>(std::min<std::int64_t>(MR, M - s * MR));
             const bool packing_b = b_in_kernel && s == s0;  // this sliver's calls pack B
-            if (!pack_in_kernel || packing_b) Isa::pack_a(ga, s * MR, m, p0, kc, abuf);
+            if (!pack_in_kernel || packing_b) pack_a_step(step, s, m, abuf);
             float* crow = C + s * MR * gc.ldc;
             for (std::int64_t j = j0; j < j1; ++j) {
               const int n = static_cast<int>(std::min<std::int64_t>(NR, N - j * NR));
@@ -558,8 +608,8 @@ void run_sgemm(const GemmArgs& args, ThreadPool* pool) {
                 if ((packing = packing_b))
                   Isa::kernel_packing_b(gc, kc, abuf, g.B + b * g.b_stride + p0 * g.ldb + j * NR,
                                         local_b + (j - j0) * kc * NR, crow + j * NR, m, n, step == step0, &spread);
-              if constexpr (pack_in_kernel)
-                if (!packing && (packing = j == j0))
+              if constexpr (requires { &Isa::kernel_packing_a; })
+                if (pack_in_kernel && !packing && (packing = j == j0))
                   Isa::kernel_packing_a(gc, kc, stored_a(ga.A, p0, s), abuf,
                                         bj, crow + j * NR, m, n, step == step0, &spread);
               if (!packing) Isa::kernel(gc, kc, abuf, bj, crow + j * NR, m, n, step == step0, &spread);

@@ -311,6 +311,82 @@ TEST_CASE("sgemm: split depth, batch-reduce and tile hook: final tiles, the same
   CHECK(results[0] == results[2]);
 }
 
+TEST_CASE("sgemm: batch-reduce of elements shallower than a depth block (joined steps), every level",
+          "[sgemm]") {
+  // Elements of depth K < the depth block are laid end to end and cut into blocks that
+  // span several of them: each block's pieces must land at their depths, with every
+  // transpose, with op(B) from a PanelSource (packing and row-giving), and the same bits
+  // on any thread count. A_b and B_b sit a_stride / b_stride apart with a gap between them.
+  std::mt19937 rng(29);
+  struct Rows {  // a PanelSource over the stored op(B) of the test (tb: B_b^T)
+    const float* B;
+    i64 ldb, stride;
+    bool tb;
+    float at(i64 b, i64 k, i64 j) const { return tb ? B[b * stride + j * ldb + k] : B[b * stride + k * ldb + j]; }
+    static void pack(const void* ctx, i64 b, i64 k0, i64 kc, i64 j0, i64 n, int nr, float* dst) {
+      const auto& s = *static_cast<const Rows*>(ctx);
+      for (i64 q = 0; q * nr < n; ++q)
+        for (i64 k = 0; k < kc; ++k)
+          for (i64 j = 0; j < nr; ++j)
+            dst[(q * kc + k) * nr + j] = q * nr + j < n ? s.at(b, k0 + k, j0 + q * nr + j) : 0.0f;
+    }
+    static void rows(const void* ctx, i64 b, i64 k0, i64 kc, i64 j0, i64 n, float* dst) {
+      const auto& s = *static_cast<const Rows*>(ctx);
+      for (i64 j = 0; j < n; ++j)
+        for (i64 k = 0; k < kc; ++k) dst[j * kc + k] = s.at(b, k0 + k, j0 + j);
+    }
+  };
+  ThreadPool p2(2);
+  struct Shape {
+    i64 M, N, K, batch;
+  };
+  std::vector<Shape> shapes;
+  for (i64 K : {1, 7, 49, 100, 200})
+    for (i64 batch : {2, 3, 8}) shapes.push_back({13, 37, K, batch});
+  shapes.push_back({70, 300, 49, 40});  // threads share it, and the depth is cut into two parts
+  for (CpuIsa isa : runnable_isas())
+    for (const auto [M, N, K, batch] : shapes)
+      for (int variant = 0; variant < 6; ++variant) {  // ta, tb; then op(B) from a source
+        const bool ta = variant % 2 == 1, tb = variant / 2 == 1, source = variant >= 4;
+        INFO(convgraph::cpu_isa_name(isa) << " M=" << M << " N=" << N << " K=" << K << " batch=" << batch
+                                          << " ta=" << ta << " tb=" << tb
+                                          << " source=" << (source ? (variant == 4 ? "pack" : "rows") : "none"));
+        const i64 a_size = M * K, b_size = N * K, a_stride = a_size + 5, b_stride = b_size + 3;
+        const std::vector<float> A = random_matrix(1, batch * a_stride, 0, rng);
+        const std::vector<float> B = random_matrix(1, batch * b_stride, 0, rng);
+        const i64 lda = ta ? M : K, ldb = tb ? K : N;
+        const Rows rows{B.data(), ldb, b_stride, tb};
+        const convgraph::cpu::PanelSource src{variant == 4 ? &Rows::pack : nullptr, &rows,
+                                               variant == 5 ? &Rows::rows : nullptr};
+        convgraph::cpu::SgemmExt ext;
+        ext.batch = batch;
+        ext.a_stride = a_stride;
+        ext.b_stride = b_stride;
+        if (source) ext.b_source = &src;
+        std::vector<std::vector<float>> results;
+        for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &p2}) {
+          std::vector<float> C(static_cast<std::size_t>(M * N), 0.5f);
+          convgraph::cpu::sgemm_with_isa(isa, ta, tb, M, N, K, 1.5f, A.data(), lda, source ? nullptr : B.data(),
+                                         ldb, 2.0f, C.data(), N, pool, ext);
+          double worst = 0;
+          for (i64 i = 0; i < M; ++i)
+            for (i64 j = 0; j < N; ++j) {
+              double want = 1.0;  // beta * 0.5
+              for (i64 b = 0; b < batch; ++b)
+                for (i64 k = 0; k < K; ++k) {
+                  const float a = ta ? A[static_cast<std::size_t>(b * a_stride + k * lda + i)]
+                                     : A[static_cast<std::size_t>(b * a_stride + i * lda + k)];
+                  want += 1.5 * double(a) * rows.at(b, k, j);
+                }
+              worst = std::max(worst, std::abs(want - C[static_cast<std::size_t>(i * N + j)]));
+            }
+          CHECK(worst < 1e-3 * std::sqrt(double(batch * K)));
+          results.push_back(std::move(C));
+        }
+        CHECK(results[0] == results[1]);
+      }
+}
+
 TEST_CASE("sgemm: empty sizes and alpha == 0 follow the BLAS rules", "[sgemm]") {
   const std::vector<float> nan_a(64, kNaN), nan_b(64, kNaN);
   for (CpuIsa isa : runnable_isas()) {
