@@ -57,6 +57,9 @@ std::vector<ConvCase> kvec_cases() {
       // The fewest channels the path takes: 8 (one AVX2 vector, split accumulators) and 12,
       // grouped as ResNeXt's blocks are, so grad inputs takes it too.
       make_conv_case("8 channels a group", {2, 24, 9, 10}, {24, 8, 3, 3}, 1, {1, 1}, {}, false, 3),
+      // Enough pixels that one thread's work units each run several groups over one pixel
+      // set-up (AVX2: 2 of the 8), on images smaller than a unit (runs stop at their ends).
+      make_conv_case("groups sharing a unit's pixels", {6, 64, 16, 16}, {64, 8, 3, 3}, 1, {1, 1}, {}, false, 8),
       make_conv_case("12 channels, 5x5", {3, 12, 7, 6}, {12, 12, 5, 5}, 2, {1, 1}),
       // Strided grad inputs runs in phases (dx's coordinates mod the stride), each a stride-1
       // correlation over the taps that reach it: 2-D, a 1-D phase no tap reaches (zeros),
@@ -154,10 +157,12 @@ TEST_CASE("direct: the channel-vectorised path applies the fused epilogue", "[ba
   const auto direct = make_cpu_direct_algorithm();
   ThreadPool pool(2);
   // Three images of 7x7 share tiles, so the epilogue's runs stop at image boundaries; 3
-  // output channels take the pixel-vector tiles, row by row.
-  const std::int64_t K = GENERATE(20, 3);
-  INFO("K = " << K);
-  const ConvCase c = make_conv_case("epilogue", {3, 8, 7, 7}, {K, 8, 3, 3}, 1, {1, 1});
+  // output channels take the pixel-vector tiles, row by row; 8 groups of 8 channels on
+  // 16x16 images, several groups a work unit.
+  const std::int64_t K = GENERATE(20, 3, 64);
+  const std::int64_t G = K == 64 ? 8 : 1, N = K == 64 ? 6 : 3, side = K == 64 ? 16 : 7;
+  INFO("K = " << K << ", groups = " << G);
+  const ConvCase c = make_conv_case("epilogue", {N, 8 * G, side, side}, {K, 8, 3, 3}, 1, {1, 1}, {}, false, G);
   const ConvProblem p = c.problem(ConvDirection::forward, DType::float32);
   REQUIRE(direct->workspace_bytes(p) > 0);
   const ConvOperands ops = make_operands(p, 77);
@@ -173,7 +178,7 @@ TEST_CASE("direct: the channel-vectorised path applies the fused epilogue", "[ba
   ctx.workspace = ws.data();
   ctx.workspace_bytes = ws.size() * sizeof(float);
   direct->run(p, t, ctx);
-  const std::int64_t plane = 7 * 7;
+  const std::int64_t plane = side * side;
   double err = 0;
   for (std::size_t i = 0; i < ref.size(); ++i) {
     const double want = std::max(0.0, ref[i] + bias[(i / plane) % static_cast<std::size_t>(K)] + residual[i]);

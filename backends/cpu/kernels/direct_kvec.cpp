@@ -694,10 +694,11 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
   // zero-padded copy): under kSkippedTapsWorthLookUps (source channel, tap) steps a pixel.
   every_tap = every_tap || pl.phases > 1 ||
               (1.0 - pl.tap_fraction()) * static_cast<double>(T * Q) < kSkippedTapsWorthLookUps;
-  // A unit's pixel set-up (source bases, destination offsets, tap spans) serves every
-  // channel block when there are pixel runs enough to keep the threads busy without
-  // splitting the blocks (7x7 layers have a few runs: one block per unit there). Each
-  // output is the same sum either way.
+  // A unit's pixel set-up (source offsets, destination offsets, tap spans, its runs of
+  // pixels in one image) serves a range of (group, channel block) pairs: as many as leave
+  // 16 units a thread. ResNeXt's 32 groups of 8 channels made it once per group, for 72
+  // reduction steps a tile (Zen 3, 1 thread, 8x256x28x28, 3x3, 32 groups: half the time
+  // outside the tiles). Each output is the same sum however the pairs are split.
   const i64 threads = ctx.pool != nullptr ? ctx.pool->size() : 1;
   // A large destination (stream_destination) has its whole vector blocks streamed past the
   // caches (resnet_stem forward 10.7 -> 9.7 ms, Zen 4, 2 threads), where every plane starts
@@ -705,13 +706,18 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
   const i64 dst_bytes = g.N * dst_channels * pl.dst_numel * i64{sizeof(float)};
   const bool stream_dst = t.epilogue.empty() && pl.dst_numel * i64{sizeof(float)} % 64 == 0 &&
                           reinterpret_cast<std::uintptr_t>(dst) % 64 == 0 && stream_destination(dst_bytes);
-  const i64 kb_unit = p.G * ngroups >= 16 * threads ? nkb : 1, nkbu = (nkb + kb_unit - 1) / kb_unit;
-  parallel_over(ctx, p.G * nkbu * ngroups, [&](i64 begin, i64 end) {
+  const i64 blocks = p.G * nkb;
+  i64 per_unit = blocks;  // (group, block) pairs a unit runs
+  while (per_unit > 1 && (blocks + per_unit - 1) / per_unit * ngroups < 16 * threads) per_unit = (per_unit + 1) / 2;
+  const i64 nbu = (blocks + per_unit - 1) / per_unit;
+  parallel_over(ctx, nbu * ngroups, [&](i64 begin, i64 end) {
     alignas(64) float acc[kTiles * kAcc * kL];
     const float* bases[kTiles * kAcc];
     i64 dst_off[kTiles * kAcc], tap0[kTiles * kAcc], ntap[kTiles * kAcc];
+    constexpr i64 kMaxRuns = kTiles * kAcc / 8;  // runs of 8 pixels on average at least
+    i64 run_at[kMaxRuns + 1];  // the unit's runs of pixels consecutive in one image
     for (i64 idx = begin; idx < end; ++idx) {
-      const i64 unit = idx % ngroups, kbu = idx / ngroups % nkbu, grp = idx / ngroups / nkbu;
+      const i64 unit = idx % ngroups, bu = idx / ngroups;
       const Phase& ph = phases[static_cast<std::size_t>(unit % nphases)];
       const i64 pix0 = unit / nphases * unit_pixels;
       if (pix0 >= pl.N * ph.numel()) continue;  // a phase with fewer positions than others
@@ -719,7 +725,6 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
       const i64 ntiles = (npix + P - 1) / P;
       // A short last tile repeats its last pixel, computed but not stored.
       PixelWalk at(pl, ph, pix0, src_image, dst_channels * pl.dst_numel);
-      const float* group_src = padded + grp * Q * pl.padded_numel;
       for (i64 i = 0, j = 0; i < ntiles; ++i) {
         i64 lo[3] = {pl.ker[0], pl.ker[1], pl.ker[2]}, hi[3] = {0, 0, 0};
         for (i64 r = 0; r < P; ++r, ++j) {
@@ -727,7 +732,7 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
             bases[j] = bases[npix - 1];
             continue;
           }
-          bases[j] = group_src + at.src;
+          bases[j] = padded + at.src;
           dst_off[j] = at.dst;
           if (!every_tap) {
             const i64 o[3] = {at.o0, at.o1, at.o2};
@@ -747,50 +752,70 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
         tap0[i] = none ? 0 : flat(lo[0], lo[1], lo[2]);
         ntap[i] = none ? 0 : flat(hi[0] - 1, hi[1] - 1, hi[2] - 1) + 1 - tap0[i];
       }
-      const bool one_image = dst_off[npix - 1] - dst_off[0] == npix - 1;
-      for (i64 kb = kbu * kb_unit; kb < std::min(nkb, (kbu + 1) * kb_unit); ++kb) {
+      // Runs of a few pixels (strided grad inputs: every pixel a run of its own) are
+      // stored channel by channel, pixel by pixel, and not prefetched.
+      i64 nruns = 1;
+      for (i64 j = 1; j < npix; ++j) nruns += dst_off[j] != dst_off[j - 1] + 1;
+      const bool by_runs = nruns <= kMaxRuns, prefetch_dst = by_runs && !stream_dst;
+      if (by_runs) {
+        nruns = 0;
+        for (i64 j = 0; j < npix; ++j)
+          if (j == 0 || dst_off[j] != dst_off[j - 1] + 1) run_at[nruns++] = j;
+        run_at[nruns] = npix;
+      }
+      for (i64 blk = bu * per_unit; blk < std::min(blocks, (bu + 1) * per_unit); ++blk) {
+        const i64 grp = blk / nkb, kb = blk % nkb;
         const i64 d0 = kb * B;
         const i64 nd = std::min<i64>(B, pl.ndst - d0);
         const float* wb = packed + (grp * nkb + kb) * Q * T * B;
-        float* const dst_block = dst + (grp * pl.ndst + d0) * pl.dst_numel + dst_off[0];  // pixel 0's plane run
+        const i64 group_offset = grp * Q * pl.padded_numel;  // bases are group 0's
+        float* const dst_block = dst + (grp * pl.ndst + d0) * pl.dst_numel;  // the block's first plane
         for (i64 q0 = 0; q0 < Q; q0 += qc)
           for (i64 i = 0; i < ntiles; ++i) {
             // The block's destination lines are fetched for writing while its tiles run
             // (a share per tile, in the first chunk): the transposed store below then
             // hits in cache instead of stalling on one miss per line of nd planes.
-            if (one_image && q0 == 0 && !stream_dst)
+            if (q0 == 0 && prefetch_dst)
               for (i64 dd = i * nd / ntiles; dd < (i + 1) * nd / ntiles; ++dd)
-                prefetch_span<true, 3>(dst_block + dd * pl.dst_numel, npix);
-            fn(bases + i * P, wb + tap0[i] * B, tap_off.data() + tap0[i], T, ntap[i], q0, std::min(Q, q0 + qc),
+                for (i64 r = 0; r < nruns; ++r)
+                  prefetch_span<true, 3>(dst_block + dd * pl.dst_numel + dst_off[run_at[r]], run_at[r + 1] - run_at[r]);
+            const float* rows[kMaxP];
+            const float* const* tile_rows = bases + i * P;
+            if (grp != 0) {
+              for (i64 r = 0; r < P; ++r) rows[r] = bases[i * P + r] + group_offset;
+              tile_rows = rows;
+            }
+            fn(tile_rows, wb + tap0[i] * B, tap_off.data() + tap0[i], T, ntap[i], q0, std::min(Q, q0 + qc),
                pl.padded_numel, acc + i * P * B, q0 == 0);
           }
-        // Transposed store: each destination channel's pixels are contiguous within an image.
-        // acc's tiles are contiguous: pixel j's channel dd is at j * B + dd. One channel at
-        // a time, so the stores run along one output plane (strided loads from L1 are
-        // cheap; stores spread over 16-64 planes stalled on their misses), with no staging
-        // copy and no memcpy call per short run.
-        i64 jv = 0, dv = 0;  // pixels and channels stored as whole blocks
-        if (one_image && stream_dst && reinterpret_cast<std::uintptr_t>(dst_block) % 64 == 0)
-          std::tie(jv, dv) = transpose_blocks<true>(acc, B, dst_block, pl.dst_numel, npix, nd);
-        else if (one_image)
-          std::tie(jv, dv) = transpose_blocks(acc, B, dst_block, pl.dst_numel, npix, nd);
-        for (i64 dd = 0; dd < nd; ++dd) {
-          const i64 ch = grp * pl.ndst + d0 + dd;
-          float* dc = dst + ch * pl.dst_numel;
+        // Transposed store, run by run: each destination channel's pixels are contiguous
+        // within an image. acc's tiles are contiguous: pixel j's channel dd is at j * B + dd.
+        // Whole blocks go through registers; the rest one channel at a time, so the stores
+        // run along one output plane (strided loads from L1 are cheap; stores spread over
+        // 16-64 planes stalled on their misses).
+        for (i64 r = 0; r < nruns && by_runs; ++r) {
+          const i64 j0 = run_at[r], len = run_at[r + 1] - j0;
+          float* const run = dst_block + dst_off[j0];
+          i64 jv = 0, dv = 0;  // pixels and channels stored as whole blocks
+          if (stream_dst && reinterpret_cast<std::uintptr_t>(run) % 64 == 0)
+            std::tie(jv, dv) = transpose_blocks<true>(acc + j0 * B, B, run, pl.dst_numel, len, nd);
+          else
+            std::tie(jv, dv) = transpose_blocks(acc + j0 * B, B, run, pl.dst_numel, len, nd);
+          for (i64 dd = 0; dd < nd; ++dd)
+            for (i64 j = dd < dv ? jv : 0; j < len; ++j) run[dd * pl.dst_numel + j] = acc[(j0 + j) * B + dd];
+        }
+        for (i64 dd = 0; dd < nd && !by_runs; ++dd) {
+          float* const plane = dst_block + dd * pl.dst_numel;
           const float* col = acc + dd;
-          if (one_image) {
-            float* run = dc + dst_off[0];
-            for (i64 j = dd < dv ? jv : 0; j < npix; ++j) run[j] = col[j * B];
-          } else {
-            for (i64 j = 0; j < npix; ++j) dc[dst_off[j]] = col[j * B];
-          }
-          if (pl.grad_inputs || t.epilogue.empty()) continue;
-          for (i64 j = 0; j < npix;) {  // the epilogue on each run of one image
-            i64 e = j + 1;
-            while (e < npix && dst_off[e] == dst_off[e - 1] + 1) ++e;
+          for (i64 j = 0; j < npix; ++j) plane[dst_off[j]] = col[j * B];
+        }
+        if (pl.grad_inputs || t.epilogue.empty()) continue;
+        for (i64 dd = 0; dd < nd; ++dd) {  // the epilogue on each run
+          const i64 ch = grp * pl.ndst + d0 + dd;
+          for (i64 j = 0, e; j < npix; j = e) {
+            for (e = j + 1; e < npix && dst_off[e] == dst_off[e - 1] + 1;) ++e;
             const i64 at = ch * pl.dst_numel + dst_off[j];
             conv_epilogue_run(t.epilogue, dst + at, at, ch, e - j);
-            j = e;
           }
         }
       }
