@@ -706,8 +706,11 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
   const i64 dst_bytes = g.N * dst_channels * pl.dst_numel * i64{sizeof(float)};
   const bool stream_dst = t.epilogue.empty() && pl.dst_numel * i64{sizeof(float)} % 64 == 0 &&
                           reinterpret_cast<std::uintptr_t>(dst) % 64 == 0 && stream_destination(dst_bytes);
+  // Strided grad inputs keeps to one group a unit: a region's phases write the same lines,
+  // one unit after another, and a unit of many groups spread its stores over all their
+  // planes before the next phase came (32 groups at stride 2, 2 threads: slower).
   const i64 blocks = p.G * nkb;
-  i64 per_unit = blocks;  // (group, block) pairs a unit runs
+  i64 per_unit = nphases > 1 ? nkb : blocks;  // (group, block) pairs a unit runs
   while (per_unit > 1 && (blocks + per_unit - 1) / per_unit * ngroups < 16 * threads) per_unit = (per_unit + 1) / 2;
   const i64 nbu = (blocks + per_unit - 1) / per_unit;
   parallel_over(ctx, nbu * ngroups, [&](i64 begin, i64 end) {
