@@ -554,13 +554,16 @@ class CorrMMAlgorithm final : public ConvAlgorithm {
   /// kPackFlops of the thread's arithmetic (fitted to the standard layers at 2 threads:
   /// the 7x7/s2 stem and 3x3 layers with 64 filters, where it is a fifth of the time).
   /// Plan::batched is one GEMM per group over all images, its product copied out once.
+  /// float32's grad weights is one batch-reduce GEMM whose depth is every image's
+  /// positions (the GEMM joins images shallower than its depth block).
   double estimated_seconds(const ConvProblem& p, const MachineModel& m) const override {
     constexpr double kPackFlops = 64;
     const Plan pl = make_plan(p);
     const std::int64_t rows = p.Cg() * p.kernel_numel(), cols = p.out_numel() * (pl.batched ? p.N : 1);
+    const std::int64_t wgrad_depth = p.out_numel() * (p.dtype == DType::float32 ? p.N : 1);
     const double eff = p.direction == ConvDirection::forward       ? gemm_efficiency(p.Kg(), cols, rows)
                        : p.direction == ConvDirection::grad_inputs ? gemm_efficiency(rows, cols, p.Kg())
-                                                                   : gemm_efficiency(p.Kg(), rows, cols);
+                                                                   : gemm_efficiency(p.Kg(), rows, wgrad_depth);
     const double elements = pl.pointwise || pl.subsample
                                 ? 0.0
                                 : static_cast<double>(rows * p.G) * static_cast<double>(cols * p.N);
