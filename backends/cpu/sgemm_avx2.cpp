@@ -113,11 +113,7 @@ CG_AVX2 void kernel(std::int64_t kc, const float* a, const float* __restrict b, 
       if constexpr (PACK_A && !KMAJOR)
         if ((k & 7) == 0 && k + 8 < kc) copy_depths(stored, ld, pack_to, k + 8, kc);
       if constexpr (PACK_B)
-        if (b_ahead > 0 && k + b_ahead < kc) {  // the row's 16 floats: two lines at most
-          const float* ahead = b + b_ahead * ld;
-          _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T0);
-          _mm_prefetch(reinterpret_cast<const char*>(ahead + 15), _MM_HINT_T0);
-        }
+        if (b_ahead > 0 && k + b_ahead < kc) sgemm_detail::prefetch_row_l1<kNR>(b + b_ahead * ld);
       __m256 b0, b1;
       if constexpr (PACK_B) {
         b0 = _mm256_loadu_ps(b);

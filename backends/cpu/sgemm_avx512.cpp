@@ -109,12 +109,7 @@ CG_AVX512 void kernel(std::int64_t kc, const float* a, const float* __restrict b
     if constexpr (PACK_A && !KMAJOR)
       if ((k & 15) == 0 && k + 16 < kc) copy_depths(stored, lda, pack_to, k + 16, kc);
     if constexpr (PACK_B)
-      if (b_ahead > 0 && k + b_ahead < kc) {  // the row's 32 floats: three lines at most
-        const float* ahead = b + b_ahead * lda;
-        _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(ahead + 16), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(ahead + 31), _MM_HINT_T0);
-      }
+      if (b_ahead > 0 && k + b_ahead < kc) sgemm_detail::prefetch_row_l1<kNR>(b + b_ahead * lda);
     __m512 bv[NV];
 #pragma GCC unroll 2
     for (int v = 0; v < NV; ++v) {

@@ -147,6 +147,14 @@ void pack_b_panel_by_sliver(const GemmArgs& g, std::int64_t p0, std::int64_t kc,
                 dst + q * kc * Isa::kNR);
 }
 
+/// Fetches a stored B sliver's row of kFloats floats into L1 (prefetcht0): every line it
+/// touches, wherever it starts (kernel_packing_b's rows, b_ahead steps on).
+template <int kFloats>
+inline void prefetch_row_l1(const float* p) {
+  for (int f = 0; f < kFloats - 1; f += 16) __builtin_prefetch(p + f, 0, 3);
+  __builtin_prefetch(p + kFloats - 1, 0, 3);
+}
+
 /// Prefetches two row ranges (rows of `len` floats: na at a + i*lda, nb at b + j*ldb) line
 /// by line, an equal share at each of `calls` calls of some() (or share() calls of one(),
 /// which a kernel interleaves with its depth steps).
@@ -386,7 +394,10 @@ void run_sgemm(const GemmArgs& args, ThreadPool* pool) {
   };
   // Columns j0..j0+n of depth step `step` (kc deep): sliver by sliver, piece by piece when joined.
   auto pack_b_step = [&](std::int64_t step, std::int64_t kc, std::int64_t j0, std::int64_t n, float* dst) {
-    if (!joined) return pack_b(step / nkb, step % nkb * kcb, kc, j0, n, dst);
+    if (!joined) {
+      const Piece pc = lead_piece(step);
+      return pack_b(pc.b, pc.k0, kc, j0, n, dst);
+    }
     for (std::int64_t q = 0; q * NR < n; ++q)
       for_each_piece(step, [&](const Piece& pc) {
         pack_b(pc.b, pc.k0, pc.len, j0 + q * NR, std::min<std::int64_t>(NR, n - q * NR), dst + q * kc * NR + pc.at * NR);

@@ -756,23 +756,25 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
         tap0[i] = none ? 0 : flat(lo[0], lo[1], lo[2]);
         ntap[i] = none ? 0 : flat(hi[0] - 1, hi[1] - 1, hi[2] - 1) + 1 - tap0[i];
       }
-      // Runs of a few pixels (strided grad inputs: every pixel a run of its own) are
-      // stored channel by channel, pixel by pixel, and not prefetched.
-      i64 nruns = 1;
-      for (i64 j = 1; j < npix; ++j) nruns += dst_off[j] != dst_off[j - 1] + 1;
-      const bool by_runs = nruns <= kMaxRuns, prefetch_dst = by_runs && !stream_dst;
-      if (by_runs) {
-        nruns = 0;
-        for (i64 j = 0; j < npix; ++j)
-          if (j == 0 || dst_off[j] != dst_off[j - 1] + 1) run_at[nruns++] = j;
-        run_at[nruns] = npix;
-      }
+      // The unit's runs: pixels consecutive in one image's planes. More than kMaxRuns
+      // (strided grad inputs: every pixel a run of its own) are stored channel by channel,
+      // pixel by pixel, and not prefetched.
+      const auto run_end = [&](i64 j) {  // the end of the run from pixel j
+        do ++j;
+        while (j < npix && dst_off[j] == dst_off[j - 1] + 1);
+        return j;
+      };
+      i64 nruns = 0, covered = 0;
+      for (; covered < npix && nruns < kMaxRuns; covered = run_end(covered)) run_at[nruns++] = covered;
+      run_at[nruns] = covered;
+      const bool by_runs = covered == npix, prefetch_dst = by_runs && !stream_dst;
       for (i64 blk = bu * per_unit; blk < std::min(blocks, (bu + 1) * per_unit); ++blk) {
         const i64 grp = blk / nkb, kb = blk % nkb;
         const i64 d0 = kb * B;
         const i64 nd = std::min<i64>(B, pl.ndst - d0);
         const float* wb = packed + (grp * nkb + kb) * Q * T * B;
         const i64 group_offset = grp * Q * pl.padded_numel;  // bases are group 0's
+        const float* rows[kMaxP];
         float* const dst_block = dst + (grp * pl.ndst + d0) * pl.dst_numel;  // the block's first plane
         for (i64 q0 = 0; q0 < Q; q0 += qc)
           for (i64 i = 0; i < ntiles; ++i) {
@@ -783,13 +785,8 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
               for (i64 dd = i * nd / ntiles; dd < (i + 1) * nd / ntiles; ++dd)
                 for (i64 r = 0; r < nruns; ++r)
                   prefetch_span<true, 3>(dst_block + dd * pl.dst_numel + dst_off[run_at[r]], run_at[r + 1] - run_at[r]);
-            const float* rows[kMaxP];
-            const float* const* tile_rows = bases + i * P;
-            if (grp != 0) {
-              for (i64 r = 0; r < P; ++r) rows[r] = bases[i * P + r] + group_offset;
-              tile_rows = rows;
-            }
-            fn(tile_rows, wb + tap0[i] * B, tap_off.data() + tap0[i], T, ntap[i], q0, std::min(Q, q0 + qc),
+            for (i64 r = 0; r < P; ++r) rows[r] = bases[i * P + r] + group_offset;
+            fn(rows, wb + tap0[i] * B, tap_off.data() + tap0[i], T, ntap[i], q0, std::min(Q, q0 + qc),
                pl.padded_numel, acc + i * P * B, q0 == 0);
           }
         // Transposed store, run by run: each destination channel's pixels are contiguous
@@ -817,7 +814,7 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
         for (i64 dd = 0; dd < nd; ++dd) {  // the epilogue on each run
           const i64 ch = grp * pl.ndst + d0 + dd;
           for (i64 j = 0, e; j < npix; j = e) {
-            for (e = j + 1; e < npix && dst_off[e] == dst_off[e - 1] + 1;) ++e;
+            e = run_end(j);
             const i64 at = ch * pl.dst_numel + dst_off[j];
             conv_epilogue_run(t.epilogue, dst + at, at, ch, e - j);
           }
