@@ -9,8 +9,9 @@ JOBS="${JOBS:-$(nproc)}"
 # test that renders to_dot() output; zlib1g-dev: .npz files (CRC-32, deflate).
 # libopenmpi-dev, openmpi-bin: data-parallel training (CONVGRAPH_WITH_MPI) and its tests.
 # doxygen: the API reference (the `docs` target and its test).
+# python3-numpy: the live check that numpy reads the .npy/.npz files convgraph writes.
 PACKAGES=(g++ cmake ninja-build pkg-config libeigen3-dev catch2 qemu-user nlohmann-json3-dev libcli11-dev graphviz zlib1g-dev
-  libopenmpi-dev openmpi-bin doxygen)
+  libopenmpi-dev openmpi-bin doxygen python3-numpy)
 
 install_missing() {
   local missing=()
