@@ -69,6 +69,12 @@ std::vector<ConvCase> kvec_cases() {
       make_conv_case("3-D strided, dilated, asymmetric", {1, 9, 5, 7, 6}, {10, 9, 3, 2, 3},
                      Pairs{{1, 0}, {1, 1}, {2, 1}}, {2, 1, 3}, {1, 2, 1}),
       make_conv_case("strided, pad wider than the kernel", {1, 8, 7}, {8, 8, 3}, 4, {2}, {}, true),
+      // A unit runs the phases along rows together and stores whole rows: units of several
+      // rows spanning images, rows of odd width (the second phase one position short: a
+      // ghost), and rows 3 wide (runs of 2 positions; too many to store run by run).
+      make_conv_case("strided rows interleaved", {3, 16, 13, 27}, {8, 16, 3, 3}, 1, {2, 2}),
+      make_conv_case("strided rows 3 wide", {4, 8, 40, 3}, {8, 8, 3, 3}, 1, {2, 2}),
+      make_conv_case("1-D stride 4, 5 taps", {2, 24, 45}, {16, 24, 5}, 2, {4}),
       // Fewer than 8 destination channels vectorise positions along rows (stride 1 on the
       // last axis), forward and grad weights: 1 channel over rows of 23 (a partial vector),
       // 3 channels strided on the outer axis only over rows of 70, 6 channels (blocks of 4

@@ -652,14 +652,24 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
   // A unit's tiles hold kTiles x kAcc vectors whatever the shape (more tiles of fewer rows
   // or channels), so its buffers are the same size at every shape.
   const i64 unit_tiles = kTiles * kAcc / (P * sh.vectors), unit_pixels = unit_tiles * P;
-  // Unit u is pixel run u / nphases of phase u % nphases: the phases' runs of one region of
+  // Strided grad inputs: the phases along the last axis (`segs` of them, consecutive in
+  // `phases`) interleave in every destination row. A unit runs them all over the same
+  // positions of their grid, a segment of its tiles each, and stores each row whole
+  // (phase by phase, every store was a float of its own to a line another unit wrote
+  // too). They walk the first phase's grid, the widest; a position past a narrower phase's
+  // end is a ghost: computed from its neighbour's source, never stored (dst_off -1).
+  const i64 nphases = static_cast<i64>(phases.size());
+  const i64 segs = nphases > 1 && pl.pstride[2] > 1 && unit_tiles >= std::min(pl.pstride[2], pl.dst[2])
+                       ? std::min(pl.pstride[2], pl.dst[2])
+                       : 1;
+  const i64 nsets = nphases / segs, seg_pixels = segs > 1 ? unit_pixels / segs / P * P : unit_pixels;
+  // Unit u is pixel run u / nsets of phase set u % nsets: the sets' runs of one region of
   // the destination go to one thread together (in parallel_for's chunks), which then writes
   // whole cache lines; threads storing the phases of one line at once (even and odd
   // positions) passed it back and forth (no gain from the second thread).
-  const i64 nphases = static_cast<i64>(phases.size());
   i64 regions = 0;
-  for (const Phase& ph : phases) regions = std::max(regions, (pl.N * ph.numel() + unit_pixels - 1) / unit_pixels);
-  const i64 ngroups = regions * nphases;
+  for (const Phase& ph : phases) regions = std::max(regions, (pl.N * ph.numel() + seg_pixels - 1) / seg_pixels);
+  const i64 ngroups = regions * nsets;
   // Source channels per chunk: the chunk's weights (at most kChunkBytes) and the source
   // window a unit's taps read in each of its channels both stay in L1, and a tile's
   // broadcasts touch at most kChunkPages pages (one per channel once planes exceed a page),
@@ -716,58 +726,81 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
   const i64 nbu = (blocks + per_unit - 1) / per_unit;
   parallel_over(ctx, nbu * ngroups, [&](i64 begin, i64 end) {
     alignas(64) float acc[kTiles * kAcc * kL];
+    alignas(64) float stage[kTiles * kAcc * kL];  // acc's pixels reordered: segments interleaved
     const float* bases[kTiles * kAcc];
     i64 dst_off[kTiles * kAcc], tap0[kTiles * kAcc], ntap[kTiles * kAcc];
     constexpr i64 kMaxRuns = kTiles * kAcc / 8;  // runs of 8 pixels on average at least
     i64 run_at[kMaxRuns + 1];  // the unit's runs of pixels consecutive in one image
+    i64 run_src[kMaxRuns], run_len[kMaxRuns];  // each run's first pixel row to store, and count
     for (i64 idx = begin; idx < end; ++idx) {
       const i64 unit = idx % ngroups, bu = idx / ngroups;
-      const Phase& ph = phases[static_cast<std::size_t>(unit % nphases)];
-      const i64 pix0 = unit / nphases * unit_pixels;
+      const Phase& ph = phases[static_cast<std::size_t>(unit % nsets * segs)];
+      const i64 pix0 = unit / nsets * seg_pixels;
       if (pix0 >= pl.N * ph.numel()) continue;  // a phase with fewer positions than others
-      const i64 npix = std::min(unit_pixels, pl.N * ph.numel() - pix0);
-      const i64 ntiles = (npix + P - 1) / P;
-      // A short last tile repeats its last pixel, computed but not stored.
-      PixelWalk at(pl, ph, pix0, src_image, dst_channels * pl.dst_numel);
-      for (i64 i = 0, j = 0; i < ntiles; ++i) {
-        i64 lo[3] = {pl.ker[0], pl.ker[1], pl.ker[2]}, hi[3] = {0, 0, 0};
-        for (i64 r = 0; r < P; ++r, ++j) {
-          if (j >= npix) {
-            bases[j] = bases[npix - 1];
+      const i64 npix = std::min(seg_pixels, pl.N * ph.numel() - pix0);
+      const i64 seg_tiles = (npix + P - 1) / P, seg_stride = seg_tiles * P, ntiles = segs * seg_tiles;
+      // A short last tile of a segment repeats its last pixel, computed but not stored.
+      for (i64 sg = 0, i = 0; sg < segs; ++sg) {
+        const Phase& phs = phases[static_cast<std::size_t>(unit % nsets * segs + sg)];
+        Phase grid = phs;
+        grid.extent[2] = ph.extent[2];
+        PixelWalk at(pl, grid, pix0, src_image, dst_channels * pl.dst_numel);
+        for (i64 j = sg * seg_stride; i < (sg + 1) * seg_tiles; ++i) {
+          i64 lo[3] = {pl.ker[0], pl.ker[1], pl.ker[2]}, hi[3] = {0, 0, 0};
+          for (i64 r = 0; r < P; ++r, ++j) {
+            if (j >= sg * seg_stride + npix) {
+              bases[j] = bases[sg * seg_stride + npix - 1];
+              continue;
+            }
+            if (at.o2 >= phs.extent[2]) {  // a ghost (never in the first segment)
+              bases[j] = bases[j - 1];
+              dst_off[j] = -1;
+              at.next();
+              continue;
+            }
+            bases[j] = padded + at.src;
+            dst_off[j] = at.dst;
+            if (!every_tap) {
+              const i64 o[3] = {at.o0, at.o1, at.o2};
+              for (std::size_t a = 0; a < 3; ++a) {
+                lo[a] = std::min(lo[a], tlo[a][static_cast<std::size_t>(o[a])]);
+                hi[a] = std::max(hi[a], thi[a][static_cast<std::size_t>(o[a])]);
+              }
+            }
+            at.next();
+          }
+          if (every_tap) {
+            tap0[i] = phs.tap0, ntap[i] = phs.taps;
             continue;
           }
-          bases[j] = padded + at.src;
-          dst_off[j] = at.dst;
-          if (!every_tap) {
-            const i64 o[3] = {at.o0, at.o1, at.o2};
-            for (std::size_t a = 0; a < 3; ++a) {
-              lo[a] = std::min(lo[a], tlo[a][static_cast<std::size_t>(o[a])]);
-              hi[a] = std::max(hi[a], thi[a][static_cast<std::size_t>(o[a])]);
-            }
-          }
-          at.next();
+          const auto flat = [&](i64 t0, i64 t1, i64 t2) { return (t0 * pl.ker[1] + t1) * pl.ker[2] + t2; };
+          const bool none = lo[0] >= hi[0] || lo[1] >= hi[1] || lo[2] >= hi[2];
+          tap0[i] = none ? 0 : flat(lo[0], lo[1], lo[2]);
+          ntap[i] = none ? 0 : flat(hi[0] - 1, hi[1] - 1, hi[2] - 1) + 1 - tap0[i];
         }
-        if (every_tap) {
-          tap0[i] = ph.tap0, ntap[i] = ph.taps;
-          continue;
-        }
-        const auto flat = [&](i64 t0, i64 t1, i64 t2) { return (t0 * pl.ker[1] + t1) * pl.ker[2] + t2; };
-        const bool none = lo[0] >= hi[0] || lo[1] >= hi[1] || lo[2] >= hi[2];
-        tap0[i] = none ? 0 : flat(lo[0], lo[1], lo[2]);
-        ntap[i] = none ? 0 : flat(hi[0] - 1, hi[1] - 1, hi[2] - 1) + 1 - tap0[i];
       }
-      // The unit's runs: pixels consecutive in one image's planes. More than kMaxRuns
-      // (strided grad inputs: every pixel a run of its own) are stored channel by channel,
-      // pixel by pixel, and not prefetched.
+      // The unit's runs: pixels consecutive in one row of an image's planes (a segment's
+      // interleave with the others' into one). More than kMaxRuns (rows only a few
+      // positions wide; strided grad inputs not split into segments) are stored channel by
+      // channel, pixel by pixel, and not prefetched.
+      const i64 run_step = segs > 1 ? segs : ph.step[2];
       const auto run_end = [&](i64 j) {  // the end of the run from pixel j
         do ++j;
-        while (j < npix && dst_off[j] == dst_off[j - 1] + 1);
+        while (j < npix && dst_off[j] == dst_off[j - 1] + run_step);
         return j;
       };
       i64 nruns = 0, covered = 0;
       for (; covered < npix && nruns < kMaxRuns; covered = run_end(covered)) run_at[nruns++] = covered;
       run_at[nruns] = covered;
-      const bool by_runs = covered == npix, prefetch_dst = by_runs && !stream_dst;
+      const bool by_runs = covered == npix && (run_step == 1 || segs > 1), prefetch_dst = by_runs && !stream_dst;
+      // Segments interleave run by run into `stage`, less a run's trailing ghosts.
+      for (i64 r = 0, at = 0; r < nruns; ++r) {
+        const i64 len = run_at[r + 1] - run_at[r];
+        run_src[r] = segs > 1 ? at : run_at[r];
+        run_len[r] = len * segs;
+        while (dst_off[(run_len[r] - 1) % segs * seg_stride + run_at[r] + (run_len[r] - 1) / segs] < 0) --run_len[r];
+        at += len * segs;
+      }
       for (i64 blk = bu * per_unit; blk < std::min(blocks, (bu + 1) * per_unit); ++blk) {
         const i64 grp = blk / nkb, kb = blk % nkb;
         const i64 d0 = kb * B;
@@ -784,7 +817,7 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
             if (q0 == 0 && prefetch_dst)
               for (i64 dd = i * nd / ntiles; dd < (i + 1) * nd / ntiles; ++dd)
                 for (i64 r = 0; r < nruns; ++r)
-                  prefetch_span<true, 3>(dst_block + dd * pl.dst_numel + dst_off[run_at[r]], run_at[r + 1] - run_at[r]);
+                  prefetch_span<true, 3>(dst_block + dd * pl.dst_numel + dst_off[run_at[r]], run_len[r]);
             for (i64 r = 0; r < P; ++r) rows[r] = bases[i * P + r] + group_offset;
             fn(rows, wb + tap0[i] * B, tap_off.data() + tap0[i], T, ntap[i], q0, std::min(Q, q0 + qc),
                pl.padded_numel, acc + i * P * B, q0 == 0);
@@ -794,21 +827,40 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
         // Whole blocks go through registers; the rest one channel at a time, so the stores
         // run along one output plane (strided loads from L1 are cheap; stores spread over
         // 16-64 planes stalled on their misses).
+        const float* out = acc;
+        if (segs > 1 && by_runs) {
+          // Rows of NV whole vectors, a constant size (a loop over B called memcpy per row).
+          const auto reorder = [&]<int NV>(std::integral_constant<int, NV>) {
+            for (i64 r = 0; r < nruns; ++r)
+              for (i64 j = run_at[r], to = run_src[r]; j < run_at[r + 1]; ++j)
+                for (i64 sg = 0; sg < segs; ++sg, ++to)
+                  std::memcpy(stage + to * B, acc + (sg * seg_stride + j) * B, NV * kL * sizeof(float));
+          };
+          switch (sh.vectors) {
+            case 1: reorder(std::integral_constant<int, 1>{}); break;
+            case 2: reorder(std::integral_constant<int, 2>{}); break;
+            case 3: reorder(std::integral_constant<int, 3>{}); break;
+            default: reorder(std::integral_constant<int, 4>{}); break;
+          }
+          out = stage;
+        }
         for (i64 r = 0; r < nruns && by_runs; ++r) {
-          const i64 j0 = run_at[r], len = run_at[r + 1] - j0;
-          float* const run = dst_block + dst_off[j0];
+          const i64 j0 = run_src[r], len = run_len[r];
+          float* const run = dst_block + dst_off[run_at[r]];
           i64 jv = 0, dv = 0;  // pixels and channels stored as whole blocks
           if (stream_dst && reinterpret_cast<std::uintptr_t>(run) % 64 == 0)
-            std::tie(jv, dv) = transpose_blocks<true>(acc + j0 * B, B, run, pl.dst_numel, len, nd);
+            std::tie(jv, dv) = transpose_blocks<true>(out + j0 * B, B, run, pl.dst_numel, len, nd);
           else
-            std::tie(jv, dv) = transpose_blocks(acc + j0 * B, B, run, pl.dst_numel, len, nd);
+            std::tie(jv, dv) = transpose_blocks(out + j0 * B, B, run, pl.dst_numel, len, nd);
           for (i64 dd = 0; dd < nd; ++dd)
-            for (i64 j = dd < dv ? jv : 0; j < len; ++j) run[dd * pl.dst_numel + j] = acc[(j0 + j) * B + dd];
+            for (i64 j = dd < dv ? jv : 0; j < len; ++j) run[dd * pl.dst_numel + j] = out[(j0 + j) * B + dd];
         }
         for (i64 dd = 0; dd < nd && !by_runs; ++dd) {
           float* const plane = dst_block + dd * pl.dst_numel;
           const float* col = acc + dd;
-          for (i64 j = 0; j < npix; ++j) plane[dst_off[j]] = col[j * B];
+          for (i64 sg = 0; sg < segs; ++sg)
+            for (i64 j = sg * seg_stride; j < sg * seg_stride + npix; ++j)
+              if (dst_off[j] >= 0) plane[dst_off[j]] = col[j * B];
         }
         if (pl.grad_inputs || t.epilogue.empty()) continue;
         for (i64 dd = 0; dd < nd; ++dd) {  // the epilogue on each run
