@@ -1,6 +1,7 @@
 // cpu.direct's channel-vectorised path (float32; the plan is backends/cpu/direct_kvec.hpp):
-// forward, grad inputs (strided ones phase by phase) and grad weights, for layers with at least
-// kKvecMinChannels destination (output-gradient, for grad weights) channels per group.
+// forward, grad inputs (strided ones phase by phase, a row's phases in one unit) and grad
+// weights, for layers with at least kKvecMinChannels destination (output-gradient, for grad
+// weights) channels per group.
 //
 // A tile is P output pixels x NK vectors of destination channels, all accumulators in
 // registers; each step of the reduction over (source channel, tap) broadcasts one source
