@@ -75,6 +75,14 @@ std::vector<ConvCase> kvec_cases() {
       make_conv_case("strided rows interleaved", {3, 16, 13, 27}, {8, 16, 3, 3}, 1, {2, 2}),
       make_conv_case("strided rows 3 wide", {4, 8, 40, 3}, {8, 8, 3, 3}, 1, {2, 2}),
       make_conv_case("1-D stride 4, 5 taps", {2, 24, 45}, {16, 24, 5}, 2, {4}),
+      // A unit starting on a ghost (AVX2 and AVX-512: the last region of each phase set
+      // starts at the first phase's last column), whose source must stay inside the padded
+      // copy; rows narrower than the stride (runs continue across rows); strided along
+      // rows in two groups; strided on the outer axis only.
+      make_conv_case("a unit starting on a ghost", {1, 16, 120, 13}, {16, 16, 3, 3}, 1, {2, 2}),
+      make_conv_case("rows narrower than the stride", {2, 8, 5, 3}, {8, 8, 3, 3}, 1, {1, 4}),
+      make_conv_case("strided rows, two groups", {2, 32, 9, 13}, {32, 16, 3, 3}, 1, {2, 2}, {}, false, 2),
+      make_conv_case("strided on the outer axis", {2, 16, 10, 9}, {16, 16, 3, 3}, 1, {2, 1}),
       // Fewer than 8 destination channels vectorise positions along rows (stride 1 on the
       // last axis), forward and grad weights: 1 channel over rows of 23 (a partial vector),
       // 3 channels strided on the outer axis only over rows of 70, 6 channels (blocks of 4

@@ -384,6 +384,11 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
               }
           phases.push_back(ph);
         }
+    // A tap reaches no phase where its residue is past the destination's extent (a row
+    // narrower than the stride). Its entry stays a placeholder, packed but never run: the
+    // weights keep T taps a source channel.
+    tap_off.resize(static_cast<std::size_t>(T), 0);
+    tap_w.resize(static_cast<std::size_t>(T), 0);
   }
 
   // Weights: packed[grp][kb][q][tap][B], zero beyond the last destination channel.
@@ -658,7 +663,7 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
   // positions of their grid, a segment of its tiles each, and stores each row whole
   // (phase by phase, every store was a float of its own to a line another unit wrote
   // too). They walk the first phase's grid, the widest; a position past a narrower phase's
-  // end is a ghost: computed from its neighbour's source, never stored (dst_off -1).
+  // end is a ghost: computed from its row neighbour's source, never stored (dst_off -1).
   const i64 nphases = static_cast<i64>(phases.size());
   const i64 segs = nphases > 1 && pl.pstride[2] > 1 && unit_tiles >= std::min(pl.pstride[2], pl.dst[2])
                        ? std::min(pl.pstride[2], pl.dst[2])
@@ -678,8 +683,9 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
   // The window is what the first unit reads, from its first pixel's first tap (offset 0)
   // to its last pixel's last, as if its images' planes lay back to back (tall filters on
   // narrow rows read many rows: Zen 3, 1 thread, 4x192x17x17 with a 7x1 filter, 27 channels
-  // a chunk, weights and windows 48 KiB: 8.0 -> 6.5-6.6 ms at 17).
-  const i64 last = std::min(unit_pixels, pl.N * phases[0].numel()) - 1;
+  // a chunk, weights and windows 48 KiB: 8.0 -> 6.5-6.6 ms at 17). A unit's segments read
+  // about the same window, each over seg_pixels positions.
+  const i64 last = std::min(seg_pixels, pl.N * phases[0].numel()) - 1;
   const i64 window = PixelWalk(pl, phases[0], last, pl.padded_numel, 0).src +
                      *std::max_element(tap_off.begin(), tap_off.end()) + 1;
   const i64 weights = T * B * static_cast<i64>(sizeof(float));
@@ -718,9 +724,10 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
   const i64 dst_bytes = g.N * dst_channels * pl.dst_numel * i64{sizeof(float)};
   const bool stream_dst = t.epilogue.empty() && pl.dst_numel * i64{sizeof(float)} % 64 == 0 &&
                           reinterpret_cast<std::uintptr_t>(dst) % 64 == 0 && stream_destination(dst_bytes);
-  // Strided grad inputs keeps to one group a unit: a region's phases write the same lines,
-  // one unit after another, and a unit of many groups spread its stores over all their
-  // planes before the next phase came (32 groups at stride 2, 2 threads: slower).
+  // Strided grad inputs keeps to one group a unit. Measured while a unit held one phase (a
+  // region's phases then wrote the same lines one unit after another): a unit of many
+  // groups spread its stores over all their planes before the next phase came (32 groups
+  // at stride 2, 2 threads: slower). Not measured again since a unit holds a row's phases.
   const i64 blocks = p.G * nkb;
   i64 per_unit = nphases > 1 ? nkb : blocks;  // (group, block) pairs a unit runs
   while (per_unit > 1 && (blocks + per_unit - 1) / per_unit * ngroups < 16 * threads) per_unit = (per_unit + 1) / 2;
@@ -731,7 +738,7 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
     const float* bases[kTiles * kAcc];
     i64 dst_off[kTiles * kAcc], tap0[kTiles * kAcc], ntap[kTiles * kAcc];
     constexpr i64 kMaxRuns = kTiles * kAcc / 8;  // runs of 8 pixels on average at least
-    i64 run_at[kMaxRuns + 1];  // the unit's runs of pixels consecutive in one image
+    i64 run_at[kMaxRuns + 1];  // the unit's runs (run_end), by their first pixel
     i64 run_src[kMaxRuns], run_len[kMaxRuns];  // each run's first pixel row to store, and count
     for (i64 idx = begin; idx < end; ++idx) {
       const i64 unit = idx % ngroups, bu = idx / ngroups;
@@ -754,7 +761,7 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
               continue;
             }
             if (at.o2 >= phs.extent[2]) {  // a ghost (never in the first segment)
-              bases[j] = bases[j - 1];
+              bases[j] = padded + at.src - pl.stride[2];  // its row neighbour, in this phase
               dst_off[j] = -1;
               at.next();
               continue;
@@ -780,20 +787,19 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
           ntap[i] = none ? 0 : flat(hi[0] - 1, hi[1] - 1, hi[2] - 1) + 1 - tap0[i];
         }
       }
-      // The unit's runs: pixels consecutive in one row of an image's planes (a segment's
-      // interleave with the others' into one). More than kMaxRuns (rows only a few
-      // positions wide; strided grad inputs not split into segments) are stored channel by
-      // channel, pixel by pixel, and not prefetched.
-      const i64 run_step = segs > 1 ? segs : ph.step[2];
+      // The unit's runs: pixels consecutive in an image's planes; with segments, the first
+      // segment's pixels `segs` apart (the segments interleave into consecutive floats).
+      // More than kMaxRuns (rows only a few positions wide; strided grad inputs not split
+      // into segments) are stored channel by channel, pixel by pixel, and not prefetched.
       const auto run_end = [&](i64 j) {  // the end of the run from pixel j
         do ++j;
-        while (j < npix && dst_off[j] == dst_off[j - 1] + run_step);
+        while (j < npix && dst_off[j] == dst_off[j - 1] + segs);
         return j;
       };
       i64 nruns = 0, covered = 0;
       for (; covered < npix && nruns < kMaxRuns; covered = run_end(covered)) run_at[nruns++] = covered;
       run_at[nruns] = covered;
-      const bool by_runs = covered == npix && (run_step == 1 || segs > 1), prefetch_dst = by_runs && !stream_dst;
+      const bool by_runs = covered == npix, prefetch_dst = by_runs && !stream_dst;
       // Segments interleave run by run into `stage`, less a run's trailing ghosts.
       for (i64 r = 0, at = 0; r < nruns; ++r) {
         const i64 len = run_at[r + 1] - run_at[r];
@@ -824,7 +830,8 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
                pl.padded_numel, acc + i * P * B, q0 == 0);
           }
         // Transposed store, run by run: each destination channel's pixels are contiguous
-        // within an image. acc's tiles are contiguous: pixel j's channel dd is at j * B + dd.
+        // within an image. `out` holds the run's pixels in order (acc, or stage where
+        // segments interleave): pixel j's channel dd is at j * B + dd.
         // Whole blocks go through registers; the rest one channel at a time, so the stores
         // run along one output plane (strided loads from L1 are cheap; stores spread over
         // 16-64 planes stalled on their misses).
