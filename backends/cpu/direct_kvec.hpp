@@ -98,6 +98,9 @@ struct KvecPlan {
   /// Strided grad inputs: dx splits into phases (its coordinates' residues mod pstride), each
   /// a stride-1 correlation of dy with the taps that reach it; pstride is 1 otherwise.
   std::array<i64, 3> pstride{1, 1, 1}, pad{};
+  /// Phased: some pstride > 1. `phases` counts them, which may be 1 (every strided axis no
+  /// wider than its stride: dx's only phase along it is 0), still a phased plan.
+  bool phased = false;
   i64 phases = 1;
   bool pixel_vectors = false;  ///< fewer than kKvecMinChannels: positions in the vectors
   i64 N = 0, G = 1, nsrc = 0, ndst = 0, nblocks = 0, taps = 0;
@@ -137,6 +140,7 @@ struct KvecPlan {
         padded[a] = hi + 1 - lo;
         copy_src = true;
         phases *= std::min(pstride[a], dst[a]);
+        phased = true;
         continue;
       }
       if (grad_inputs) {
@@ -205,7 +209,7 @@ struct KvecPlan {
   /// A valid layer's input gradient (LeNet's conv2: 5x5 over 8x8 dy for 12x12 dx) runs 2/3.
   double tap_fraction() const {
     if (grad_weights || pixel_vectors) return 1.0;  // pixel vectors run every tap
-    if (phases > 1) return 1.0 / static_cast<double>(phases);  // each tap reaches one phase
+    if (phased) return 1.0 / static_cast<double>(phases);  // each tap reaches one phase at most
     for (std::size_t a = 0; a < 3; ++a) {
       if (ker[a] == 1) continue;
       i64 sum = 0;
