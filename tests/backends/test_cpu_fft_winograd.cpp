@@ -84,8 +84,8 @@ std::vector<T>& output_of(const ConvProblem& p, std::vector<T>& x, std::vector<T
   return p.direction == ConvDirection::forward ? y : p.direction == ConvDirection::grad_inputs ? x : w;
 }
 
-/// Runs `a` on the operands with a workspace of its size, the output poisoned first so a
-/// partial write shows up.
+/// Runs `a` on the operands with a workspace of its size (null when that is 0), the output
+/// poisoned first so a partial write shows up.
 template <class T>
 void run_poisoned(const ConvAlgorithm& a, const ConvProblem& p, ThreadPool* pool, std::vector<T>& x,
                   std::vector<T>& w, std::vector<T>& y) {
@@ -95,7 +95,7 @@ void run_poisoned(const ConvAlgorithm& a, const ConvProblem& p, ThreadPool* pool
   Buffer wbuf = alloc(ws);
   ConvContext ctx;
   ctx.pool = pool;
-  ctx.workspace = wbuf.get();
+  ctx.workspace = ws > 0 ? wbuf.get() : nullptr;  // none at all where none is needed
   ctx.workspace_bytes = ws;
   a.run(p, ConvTensors{x.data(), w.data(), y.data(), {}}, ctx);
 }
@@ -438,6 +438,21 @@ TEST_CASE("cpu.winograd dilated: phases batched, or one at a time under a worksp
       ++plans;
     }
     CHECK(plans >= 2);
+  }
+}
+
+TEST_CASE("cpu.winograd dilated with every phase empty needs no workspace", "[cpu][winograd]") {
+  // 2x1 images, width dilation 2, pads past the kernel: every output reads only padding
+  // along the width, so each phase is empty, forward and grad inputs need 0 bytes and the
+  // written side is all zeros (it refused to run without a workspace buffer).
+  const ConvAlgorithm& a = algo("cpu.winograd");
+  for (ConvDirection dir : kDirs) {
+    const ConvProblem p = make({.dir = dir, .x = {2, 17, 2, 1}, .w = {13, 17, 3, 3}, .dilation = {1, 2},
+                                .border = BorderMode({{3, 2}, {3, 1}}), .dtype = DType::float32});
+    INFO(p.key());
+    REQUIRE(a.applicable(p).is_ok());
+    if (dir != ConvDirection::grad_weights) CHECK(a.workspace_bytes(p) == 0);  // grad weights sums groups
+    CHECK(rel_error(a, p, nullptr) <= 5e-5);
   }
 }
 
