@@ -73,7 +73,7 @@ class DirectAlgorithm final : public ConvAlgorithm {
       // tap) rows, 0.8 at 72-144, 0.92-0.99 from 147 up; 48 made it 1.3-1.9x too slow).
       const double overhead = pl.grad_weights ? 16 : 96;
       // A phase of strided grad inputs has a share of the taps per pixel to amortise it over.
-      const double steps = pl.phased ? reduction * pl.tap_fraction() : reduction;
+      const double steps = pl.phased() ? reduction * pl.tap_fraction() : reduction;
       const double eff = (pl.grad_weights ? 1.0 : 0.9) * lanes * steps / (steps + overhead);
       // The work it does: grad inputs runs over a zero-padded dy, skipping only the taps
       // that read nothing but padding along the outer axis, so a "valid" layer's input

@@ -98,9 +98,6 @@ struct KvecPlan {
   /// Strided grad inputs: dx splits into phases (its coordinates' residues mod pstride), each
   /// a stride-1 correlation of dy with the taps that reach it; pstride is 1 otherwise.
   std::array<i64, 3> pstride{1, 1, 1}, pad{};
-  /// Phased: some pstride > 1. `phases` counts them, which may be 1 (every strided axis no
-  /// wider than its stride: dx's only phase along it is 0), still a phased plan.
-  bool phased = false;
   i64 phases = 1;
   bool pixel_vectors = false;  ///< fewer than kKvecMinChannels: positions in the vectors
   i64 N = 0, G = 1, nsrc = 0, ndst = 0, nblocks = 0, taps = 0;
@@ -140,7 +137,6 @@ struct KvecPlan {
         padded[a] = hi + 1 - lo;
         copy_src = true;
         phases *= std::min(pstride[a], dst[a]);
-        phased = true;
         continue;
       }
       if (grad_inputs) {
@@ -186,6 +182,10 @@ struct KvecPlan {
     usable = workspace <= p.workspace_limit;
   }
 
+  /// Phased (strided grad inputs): some pstride > 1. `phases` may still be 1 (every strided
+  /// axis no wider than its stride: dx's only phase along it is 0).
+  bool phased() const { return pstride != std::array<i64, 3>{1, 1, 1}; }
+
   /// Strided grad inputs: dx coordinate i on axis a is in phase i mod pstride; phase f's m-th
   /// position gets tap t from dy[m + offset(a, f, t)] where reaches(a, f, t).
   bool reaches(std::size_t a, i64 f, i64 t) const {
@@ -209,7 +209,7 @@ struct KvecPlan {
   /// A valid layer's input gradient (LeNet's conv2: 5x5 over 8x8 dy for 12x12 dx) runs 2/3.
   double tap_fraction() const {
     if (grad_weights || pixel_vectors) return 1.0;  // pixel vectors run every tap
-    if (phased) return 1.0 / static_cast<double>(phases);  // each tap reaches one phase at most
+    if (phased()) return 1.0 / static_cast<double>(phases);  // each tap reaches one phase at most
     for (std::size_t a = 0; a < 3; ++a) {
       if (ker[a] == 1) continue;
       i64 sum = 0;

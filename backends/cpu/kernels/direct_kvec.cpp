@@ -348,7 +348,7 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
   const auto storage = [&](i64 t0, i64 t1, i64 t2) {
     return (g.wtap(0, t0) * g.ker[1] + g.wtap(1, t1)) * g.ker[2] + g.wtap(2, t2);
   };
-  if (!pl.phased) {
+  if (!pl.phased()) {
     phases.push_back({pl.dst, {pl.dst[1] * pl.dst[2], pl.dst[2], 1}, 0, 0, T});
     for (i64 t0 = 0; t0 < g.ker[0]; ++t0)
       for (i64 t1 = 0; t1 < g.ker[1]; ++t1)
@@ -700,7 +700,7 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
   // Phases run all their taps over the zero-padded copy (a few per pixel).
   std::array<std::vector<i64>, 3> tlo, thi;
   bool every_tap = true;
-  for (std::size_t a = 0; a < 3 && !pl.phased; ++a)
+  for (std::size_t a = 0; a < 3 && !pl.phased(); ++a)
     for (i64 o = 0; o < pl.dst[a]; ++o) {
       const auto r = pl.tap_range(a, o);
       tlo[a].push_back(r[0]);
@@ -709,7 +709,7 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
     }
   // Likewise where the padding's taps are too few to pay for the look-ups (they read the
   // zero-padded copy): under kSkippedTapsWorthLookUps (source channel, tap) steps a pixel.
-  every_tap = every_tap || pl.phased ||
+  every_tap = every_tap || pl.phased() ||
               (1.0 - pl.tap_fraction()) * static_cast<double>(T * Q) < kSkippedTapsWorthLookUps;
   // A unit's pixel set-up (source offsets, destination offsets, tap spans, its runs of
   // pixels in one image) serves a range of (group, channel block) pairs: as many as leave
