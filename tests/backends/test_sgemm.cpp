@@ -60,6 +60,27 @@ std::vector<float> random_matrix(i64 rows, i64 cols, i64 pad, std::mt19937& rng)
   return m;
 }
 
+/// A PanelSource over a stored batch of op(B) (tb: each element stored as B_b^T), `stride`
+/// floats apart: packs the driver's slivers, or gives columns as rows.
+struct StoredB {
+  const float* B;
+  i64 ldb, stride;
+  bool tb;
+  float at(i64 b, i64 k, i64 j) const { return tb ? B[b * stride + j * ldb + k] : B[b * stride + k * ldb + j]; }
+  static void pack(const void* ctx, i64 b, i64 k0, i64 kc, i64 j0, i64 n, int nr, float* dst) {
+    const auto& s = *static_cast<const StoredB*>(ctx);
+    for (i64 q = 0; q * nr < n; ++q)
+      for (i64 k = 0; k < kc; ++k)
+        for (i64 j = 0; j < nr; ++j)
+          dst[(q * kc + k) * nr + j] = q * nr + j < n ? s.at(b, k0 + k, j0 + q * nr + j) : 0.0f;
+  }
+  static void rows(const void* ctx, i64 b, i64 k0, i64 kc, i64 j0, i64 n, float* dst) {
+    const auto& s = *static_cast<const StoredB*>(ctx);
+    for (i64 j = 0; j < n; ++j)
+      for (i64 k = 0; k < kc; ++k) dst[j * kc + k] = s.at(b, k0 + k, j0 + j);
+  }
+};
+
 /// Runs one case on one kernel family and checks every element of C, padding included.
 /// host_c: C lives in allocate_host memory (64-byte aligned, huge pages from 4 MiB), as a
 /// Function's tensors do; otherwise in a std::vector.
@@ -318,24 +339,6 @@ TEST_CASE("sgemm: batch-reduce of elements shallower than a depth block (joined 
   // transpose, with op(B) from a PanelSource (packing and row-giving), and the same bits
   // on any thread count. A_b and B_b sit a_stride / b_stride apart with a gap between them.
   std::mt19937 rng(29);
-  struct Rows {  // a PanelSource over the stored op(B) of the test (tb: B_b^T)
-    const float* B;
-    i64 ldb, stride;
-    bool tb;
-    float at(i64 b, i64 k, i64 j) const { return tb ? B[b * stride + j * ldb + k] : B[b * stride + k * ldb + j]; }
-    static void pack(const void* ctx, i64 b, i64 k0, i64 kc, i64 j0, i64 n, int nr, float* dst) {
-      const auto& s = *static_cast<const Rows*>(ctx);
-      for (i64 q = 0; q * nr < n; ++q)
-        for (i64 k = 0; k < kc; ++k)
-          for (i64 j = 0; j < nr; ++j)
-            dst[(q * kc + k) * nr + j] = q * nr + j < n ? s.at(b, k0 + k, j0 + q * nr + j) : 0.0f;
-    }
-    static void rows(const void* ctx, i64 b, i64 k0, i64 kc, i64 j0, i64 n, float* dst) {
-      const auto& s = *static_cast<const Rows*>(ctx);
-      for (i64 j = 0; j < n; ++j)
-        for (i64 k = 0; k < kc; ++k) dst[j * kc + k] = s.at(b, k0 + k, j0 + j);
-    }
-  };
   ThreadPool p2(2);
   struct Shape {
     i64 M, N, K, batch;
@@ -355,9 +358,9 @@ TEST_CASE("sgemm: batch-reduce of elements shallower than a depth block (joined 
         const std::vector<float> A = random_matrix(1, batch * a_stride, 0, rng);
         const std::vector<float> B = random_matrix(1, batch * b_stride, 0, rng);
         const i64 lda = ta ? M : K, ldb = tb ? K : N;
-        const Rows rows{B.data(), ldb, b_stride, tb};
-        const convgraph::cpu::PanelSource src{variant == 4 ? &Rows::pack : nullptr, &rows,
-                                               variant == 5 ? &Rows::rows : nullptr};
+        const StoredB rows{B.data(), ldb, b_stride, tb};
+        const convgraph::cpu::PanelSource src{variant == 4 ? &StoredB::pack : nullptr, &rows,
+                                               variant == 5 ? &StoredB::rows : nullptr};
         convgraph::cpu::SgemmExt ext;
         ext.batch = batch;
         ext.a_stride = a_stride;
@@ -460,4 +463,125 @@ TEST_CASE("sgemm: PrefetchRows hands out each line once, one share per call, spr
   CHECK_FALSE(lines.active());
   CHECK(lines.share() == 0);
   CHECK_FALSE(PrefetchRows().active());  // the default: nothing to fetch
+}
+
+TEST_CASE("sgemm: seeded random shapes and extensions at every level: right, and the same bits on any thread count",
+          "[sgemm]") {
+  // Shapes nobody picked, through whichever of the driver's paths they reach (depth parts,
+  // joined batches, row tiles over a shared B, sliver-by-sliver B, the swapped product):
+  // sizes of 1-3, up to 40 or up to a few hundred (K up to 4000), every transpose, alpha
+  // and beta (NaN in C under beta == 0), padded leading dimensions, batch-reduce of 1-6
+  // elements with gaps between them, op(B) stored, packed by a source or given as rows,
+  // and a tile hook. Each problem runs on 1, 2 and 3 threads at every level; padding must
+  // survive, the hook must see each element once and final.
+  const bool thin = convgraph::test::sanitized_build();
+  ThreadPool p2(2), p3(3);
+  std::uint64_t state = 977;
+  const auto draw = [&](i64 lo, i64 hi) {  // uniform in [lo, hi]
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return lo + static_cast<i64>((state >> 33) % static_cast<std::uint64_t>(hi - lo + 1));
+  };
+  const auto size = [&](i64 big) { return draw(0, 3) == 0 ? draw(1, 3) : draw(0, 2) == 0 ? draw(1, 40) : draw(1, big); };
+  std::vector<CpuIsa> levels = runnable_isas();
+  if (thin) levels = {convgraph::active_cpu_isa()};
+  const int wanted = thin ? 25 : 150;
+  for (int checked = 0; checked < wanted;) {
+    // K past 8192 now and then, over a small C: the swapped product (C^T = B A^T).
+    const i64 M = size(300), N = size(600), K = size(draw(0, 5) == 0 ? 10000 : draw(0, 3) == 0 ? 4000 : 500);
+    const i64 batch = draw(0, 2) == 0 ? draw(2, 6) : 1;
+    if (static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K * batch) > (thin ? 4e5 : 4e6)) continue;
+    ++checked;
+    const bool ta = draw(0, 1) == 1, tb = draw(0, 1) == 1;
+    const int source = static_cast<int>(draw(0, 3)) - 1;  // -1, 0: stored B; 1: packed by a source; 2: rows
+    const bool hooked = draw(0, 2) == 0;
+    const i64 pad = draw(0, 2) == 0 ? draw(1, 17) : 0;
+    const float alpha = std::array<float, 4>{1.0f, -0.5f, 2.0f, 1.0f}[static_cast<std::size_t>(draw(0, 3))];
+    const float beta = std::array<float, 4>{0.0f, 1.0f, 0.5f, -1.0f}[static_cast<std::size_t>(draw(0, 3))];
+    const i64 lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+    const i64 a_stride = (ta ? K : M) * lda + draw(0, 9), b_stride = (tb ? N : K) * ldb + draw(0, 9);
+    std::mt19937 rng(static_cast<unsigned>(state >> 40));
+    const std::vector<float> A = random_matrix(1, batch * a_stride, 0, rng);
+    const std::vector<float> B = random_matrix(1, batch * b_stride, 0, rng);
+    std::vector<float> C0 = random_matrix(M, N, pad, rng);
+    if (beta == 0.0f)
+      for (i64 i = 0; i < M; ++i) std::fill_n(C0.begin() + i * ldc, N, kNaN);
+    const StoredB stored{B.data(), ldb, b_stride, tb};
+    const convgraph::cpu::PanelSource src{source == 1 ? &StoredB::pack : nullptr, &stored,
+                                           source == 2 ? &StoredB::rows : nullptr};
+    INFO("M=" << M << " N=" << N << " K=" << K << " batch=" << batch << " ta=" << ta << " tb=" << tb << " source="
+              << source << " hook=" << hooked << " pad=" << pad << " alpha=" << alpha << " beta=" << beta);
+
+    // The float64 reference, and the bound of float accumulation over batch * K products.
+    std::vector<double> want(static_cast<std::size_t>(M * N)), tol(want.size());
+    for (i64 i = 0; i < M; ++i)
+      for (i64 j = 0; j < N; ++j) {
+        double sum = 0.0, mag = 0.0;
+        for (i64 b = 0; b < batch; ++b)
+          for (i64 k = 0; k < K; ++k) {
+            const double a = A[static_cast<std::size_t>(b * a_stride + (ta ? k * lda + i : i * lda + k))];
+            const double p = a * stored.at(b, k, j);
+            sum += p;
+            mag += std::abs(p);
+          }
+        const double old = beta == 0.0f ? 0.0 : beta * static_cast<double>(C0[static_cast<std::size_t>(i * ldc + j)]);
+        want[static_cast<std::size_t>(i * N + j)] = alpha * sum + old;
+        tol[static_cast<std::size_t>(i * N + j)] =
+            4.0 * static_cast<double>(batch * K + 2) * std::ldexp(1.0, -24) * (std::abs(alpha) * mag + std::abs(old)) +
+            1e-30;
+      }
+
+    struct Seen {
+      const float* c;
+      i64 ldc;
+      std::vector<float> copy;
+      std::vector<int> count;
+      static void fn(const void* ctx, i64 i0, i64 i1, i64 j0, i64 j1) {
+        auto* s = static_cast<Seen*>(const_cast<void*>(ctx));
+        for (i64 i = i0; i < i1; ++i)
+          for (i64 j = j0; j < j1; ++j) {
+            const std::size_t at = static_cast<std::size_t>(i * s->ldc + j);
+            s->copy[at] = s->c[at];
+            ++s->count[at];
+          }
+      }
+    };
+    for (CpuIsa isa : levels) {
+      std::vector<float> first;
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &p2, &p3}) {
+        INFO(convgraph::cpu_isa_name(isa) << " threads=" << (pool ? pool->size() : 1));
+        std::vector<float> C = C0;
+        Seen seen{C.data(), ldc, std::vector<float>(C.size(), kNaN), std::vector<int>(C.size(), 0)};
+        const convgraph::cpu::TileHook hook{&Seen::fn, &seen};
+        convgraph::cpu::SgemmExt ext;
+        ext.batch = batch;
+        ext.a_stride = a_stride;
+        ext.b_stride = b_stride;
+        if (source > 0) ext.b_source = &src;
+        if (hooked) ext.tile_done = &hook;
+        convgraph::cpu::sgemm_with_isa(isa, ta, tb, M, N, K, alpha, A.data(), lda, source > 0 ? nullptr : B.data(),
+                                       ldb, beta, C.data(), ldc, pool, ext);
+        i64 bad = 0, unseen = 0;
+        for (i64 i = 0; i < M; ++i)
+          for (i64 j = 0; j < ldc; ++j) {
+            const std::size_t at = static_cast<std::size_t>(i * ldc + j);
+            if (j >= N) {  // padding: never written
+              bad += C[at] != kSentinel;
+              continue;
+            }
+            const double diff = std::abs(C[at] - want[static_cast<std::size_t>(i * N + j)]);
+            if (!(diff <= tol[static_cast<std::size_t>(i * N + j)])) {
+              if (bad < 3) WARN("C(" << i << "," << j << ") = " << C[at] << ", want " << want[static_cast<std::size_t>(i * N + j)]);
+              ++bad;
+            }
+            if (hooked && (seen.count[at] != 1 || !(seen.copy[at] == C[at]))) ++unseen;
+          }
+        CHECK(bad == 0);
+        CHECK(unseen == 0);
+        if (first.empty())
+          first = C;
+        else
+          CHECK(C == first);
+      }
+    }
+  }
 }
