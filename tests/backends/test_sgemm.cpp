@@ -468,7 +468,8 @@ TEST_CASE("sgemm: PrefetchRows hands out each line once, one share per call, spr
 TEST_CASE("sgemm: seeded random shapes and extensions at every level: right, and the same bits on any thread count",
           "[sgemm]") {
   // Shapes nobody picked, through whichever of the driver's paths they reach (depth parts,
-  // joined batches, row tiles over a shared B, sliver-by-sliver B, the swapped product):
+  // joined batches, row tiles over a shared B, sliver-by-sliver B; the swapped product and
+  // the threads by quota, below):
   // sizes of 1-3, up to 40 or up to a few hundred (K up to 4000), every transpose, alpha
   // and beta (NaN in C under beta == 0), padded leading dimensions, batch-reduce of 1-6
   // elements with gaps between them, op(B) stored, packed by a source or given as rows,
@@ -485,17 +486,36 @@ TEST_CASE("sgemm: seeded random shapes and extensions at every level: right, and
   std::vector<CpuIsa> levels = runnable_isas();
   if (thin) levels = {convgraph::active_cpu_isa()};
   const int wanted = thin ? 25 : 150;
+  // Every tenth problem is big enough for the driver to use the threads (2 M N K batch >=
+  // 4e6 flops); every tenth, offset by five, qualifies for the swapped product (A B^T with
+  // pad32(M) < pad32(N), K >= 8192, batch 1, no source, no hook: C^T = B A^T). The rest are
+  // drawn freely, small enough for the reference (smaller still under the sanitizers).
+  int threaded = 0, swappable = 0;
   for (int checked = 0; checked < wanted;) {
-    // K past 8192 now and then, over a small C: the swapped product (C^T = B A^T).
-    const i64 M = size(300), N = size(600), K = size(draw(0, 5) == 0 ? 10000 : draw(0, 3) == 0 ? 4000 : 500);
-    const i64 batch = draw(0, 2) == 0 ? draw(2, 6) : 1;
-    if (static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K * batch) > (thin ? 4e5 : 4e6)) continue;
+    const bool big = checked % 10 == 0, swap = checked % 10 == 5;
+    i64 M = size(300), N = size(600), K = size(draw(0, 3) == 0 ? 4000 : 500);
+    i64 batch = draw(0, 2) == 0 ? draw(2, 6) : 1;
+    if (big) {
+      M = draw(40, 300), N = draw(40, 600), batch = draw(1, 2);
+      K = 2500000 / (M * N * batch) + 1 + draw(0, 20);
+    } else if (swap) {
+      M = draw(1, 8), N = draw(33, 96), K = draw(8192, 10000), batch = 1;
+    } else if (static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K * batch) >
+               (thin ? 4e5 : 4e6)) {
+      continue;
+    }
     ++checked;
-    const bool ta = draw(0, 1) == 1, tb = draw(0, 1) == 1;
-    const int source = static_cast<int>(draw(0, 3)) - 1;  // -1, 0: stored B; 1: packed by a source; 2: rows
-    const bool hooked = draw(0, 2) == 0;
+    threaded += 2.0 * static_cast<double>(M * N) * static_cast<double>(K * batch) >= 4e6;
+    swappable += swap;
+    const bool ta = !swap && draw(0, 1) == 1, tb = swap || draw(0, 1) == 1;
+    // -1 and 0: stored B (half the problems); 1: packed by a source; 2: given as rows.
+    const int source = swap ? -1 : static_cast<int>(draw(0, 3)) - 1;
+    const bool hooked = !swap && draw(0, 2) == 0;
     const i64 pad = draw(0, 2) == 0 ? draw(1, 17) : 0;
-    const float alpha = std::array<float, 4>{1.0f, -0.5f, 2.0f, 1.0f}[static_cast<std::size_t>(draw(0, 3))];
+    // A small alpha (and every swapped problem has one) shrinks the products' error bound,
+    // which grows with K, below the beta term's: a wrong beta shows at any depth.
+    const float alpha =
+        swap ? 0x1p-12f : std::array<float, 4>{1.0f, -0.5f, 2.0f, 0x1p-12f}[static_cast<std::size_t>(draw(0, 3))];
     const float beta = std::array<float, 4>{0.0f, 1.0f, 0.5f, -1.0f}[static_cast<std::size_t>(draw(0, 3))];
     const i64 lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
     const i64 a_stride = (ta ? K : M) * lda + draw(0, 9), b_stride = (tb ? N : K) * ldb + draw(0, 9);
@@ -584,4 +604,6 @@ TEST_CASE("sgemm: seeded random shapes and extensions at every level: right, and
       }
     }
   }
+  CHECK(threaded >= wanted / 10);
+  CHECK(swappable >= wanted / 10);
 }

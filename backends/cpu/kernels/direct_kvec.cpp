@@ -564,7 +564,7 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
     }
     /// Positions left in the current row, this one included.
     i64 row_left() const { return ph.extent[2] - o2; }
-    /// Moves m <= row_left() positions on.
+    /// Moves m positions on, 1 <= m <= row_left() (to the next row's first after the last).
     void advance(i64 m) {
       o2 += m - 1;
       src += (m - 1) * pl.stride[2];
@@ -757,15 +757,16 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
       const i64 npix = std::min(seg_pixels, pl.N * ph.numel() - pix0);
       const i64 seg_tiles = (npix + P - 1) / P, seg_stride = seg_tiles * P, ntiles = segs * seg_tiles;
       // A short last tile of a segment repeats its last pixel, computed but not stored.
-      // Where the tiles need no tap spans and there are no ghosts (all but strided grad
-      // inputs and padded layers' look-ups), the offsets go row by row in a loop of their
-      // own: the walk below, field by field through memory in this large function, took a
-      // fifth of a C = 1 layer's time (Zen 3, 1 thread, 8x1x64x64 -> 32, 5x5).
-      if (segs == 1 && every_tap) {
+      // Where the tiles need no tap spans and there are no ghosts (one segment, and no
+      // padded layer's look-ups), the offsets go row by row in a loop of their own: the
+      // walk below, field by field through memory in this large function, took a fifth of
+      // a C = 1 layer's time (Zen 3, 1 thread, 8x1x64x64 -> 32, 5x5).
+      const bool by_rows = segs == 1 && every_tap;
+      if (by_rows) {
         PixelWalk at(pl, ph, pix0, src_image, dst_channels * pl.dst_numel);
+        const i64 s2 = pl.stride[2], d2 = ph.step[2];
         for (i64 j = 0; j < npix;) {
           const i64 m = std::min(npix - j, at.row_left()), src0 = at.src, dst0 = at.dst;
-          const i64 s2 = pl.stride[2], d2 = ph.step[2];
           for (i64 k = 0; k < m; ++k) {
             bases[j + k] = padded + src0 + k * s2;
             dst_off[j + k] = dst0 + k * d2;
@@ -777,7 +778,7 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
         std::fill(tap0, tap0 + ntiles, ph.tap0);
         std::fill(ntap, ntap + ntiles, ph.taps);
       }
-      for (i64 sg = 0, i = 0; sg < segs && !(segs == 1 && every_tap); ++sg) {
+      for (i64 sg = 0, i = 0; sg < segs && !by_rows; ++sg) {
         const Phase& phs = phases[static_cast<std::size_t>(unit % nsets * segs + sg)];
         Phase grid = phs;
         grid.extent[2] = ph.extent[2];
