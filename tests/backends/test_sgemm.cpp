@@ -81,6 +81,25 @@ struct StoredB {
   }
 };
 
+/// A TileHook's record of what the driver reported final: each element's value when its
+/// tile was reported, and how many times it was (row stride ld).
+struct TileRecorder {
+  const float* c;
+  i64 ld;
+  std::vector<float> copy;
+  std::vector<int> count;
+  TileRecorder(const float* c_, i64 ld_, std::size_t size) : c(c_), ld(ld_), copy(size, kNaN), count(size, 0) {}
+  static void fn(const void* ctx, i64 i0, i64 i1, i64 j0, i64 j1) {
+    auto* s = static_cast<TileRecorder*>(const_cast<void*>(ctx));
+    for (i64 i = i0; i < i1; ++i)
+      for (i64 j = j0; j < j1; ++j) {
+        const std::size_t at = static_cast<std::size_t>(i * s->ld + j);
+        s->copy[at] = s->c[at];
+        ++s->count[at];
+      }
+  }
+};
+
 /// Runs one case on one kernel family and checks every element of C, padding included.
 /// host_c: C lives in allocate_host memory (64-byte aligned, huge pages from 4 MiB), as a
 /// Function's tensors do; otherwise in a std::vector.
@@ -288,26 +307,12 @@ TEST_CASE("sgemm: split depth, batch-reduce and tile hook: final tiles, the same
   std::mt19937 rng(11);
   const i64 M = 23, N = 41, K = 3100, batch = 3;
   const std::vector<float> A = random_matrix(batch * M, K, 0, rng), B = random_matrix(batch * N, K, 0, rng);
-  struct Seen {
-    const float* c;
-    i64 n;
-    std::vector<float> copy;
-    std::vector<int> count;
-    static void fn(const void* ctx, i64 i0, i64 i1, i64 j0, i64 j1) {
-      auto* s = static_cast<Seen*>(const_cast<void*>(ctx));
-      for (i64 i = i0; i < i1; ++i)
-        for (i64 j = j0; j < j1; ++j) {
-          s->copy[static_cast<std::size_t>(i * s->n + j)] = s->c[i * s->n + j];
-          ++s->count[static_cast<std::size_t>(i * s->n + j)];
-        }
-    }
-  };
   ThreadPool p2(2), p3(3);
   std::vector<std::vector<float>> results;
   for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &p2, &p3}) {
     std::vector<float> C(static_cast<std::size_t>(M * N), kNaN);
-    Seen seen{C.data(), N, std::vector<float>(C.size(), kNaN), std::vector<int>(C.size(), 0)};
-    const convgraph::cpu::TileHook hook{&Seen::fn, &seen};
+    TileRecorder seen(C.data(), N, C.size());
+    const convgraph::cpu::TileHook hook{&TileRecorder::fn, &seen};
     convgraph::cpu::SgemmExt ext;
     ext.batch = batch;
     ext.a_stride = M * K;
@@ -505,12 +510,15 @@ TEST_CASE("sgemm: seeded random shapes and extensions at every level: right, and
       continue;
     }
     ++checked;
-    threaded += 2.0 * static_cast<double>(M * N) * static_cast<double>(K * batch) >= 4e6;
-    swappable += swap;
     const bool ta = !swap && draw(0, 1) == 1, tb = swap || draw(0, 1) == 1;
     // -1 and 0: stored B (half the problems); 1: packed by a source; 2: given as rows.
     const int source = swap ? -1 : static_cast<int>(draw(0, 3)) - 1;
     const bool hooked = !swap && draw(0, 2) == 0;
+    // What the drawn problem reaches, by the driver's rules (kMinParallelFlops, swap_pays),
+    // so the counts below hold the quotas to what they are for.
+    const auto pad32 = [](i64 n) { return (n + 31) / 32 * 32; };
+    threaded += 2.0 * static_cast<double>(M * N) * static_cast<double>(K * batch) >= 4e6;
+    swappable += !ta && tb && source <= 0 && !hooked && batch == 1 && pad32(M) < pad32(N) && K >= 8192;
     const i64 pad = draw(0, 2) == 0 ? draw(1, 17) : 0;
     // A small alpha (and every swapped problem has one) shrinks the products' error bound,
     // which grows with K, below the beta term's: a wrong beta shows at any depth.
@@ -550,28 +558,13 @@ TEST_CASE("sgemm: seeded random shapes and extensions at every level: right, and
             1e-30;
       }
 
-    struct Seen {
-      const float* c;
-      i64 ldc;
-      std::vector<float> copy;
-      std::vector<int> count;
-      static void fn(const void* ctx, i64 i0, i64 i1, i64 j0, i64 j1) {
-        auto* s = static_cast<Seen*>(const_cast<void*>(ctx));
-        for (i64 i = i0; i < i1; ++i)
-          for (i64 j = j0; j < j1; ++j) {
-            const std::size_t at = static_cast<std::size_t>(i * s->ldc + j);
-            s->copy[at] = s->c[at];
-            ++s->count[at];
-          }
-      }
-    };
     for (CpuIsa isa : levels) {
       std::vector<float> first;
       for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &p2, &p3}) {
         INFO(convgraph::cpu_isa_name(isa) << " threads=" << (pool ? pool->size() : 1));
         std::vector<float> C = C0;
-        Seen seen{C.data(), ldc, std::vector<float>(C.size(), kNaN), std::vector<int>(C.size(), 0)};
-        const convgraph::cpu::TileHook hook{&Seen::fn, &seen};
+        TileRecorder seen(C.data(), ldc, C.size());
+        const convgraph::cpu::TileHook hook{&TileRecorder::fn, &seen};
         convgraph::cpu::SgemmExt ext;
         ext.batch = batch;
         ext.a_stride = a_stride;
