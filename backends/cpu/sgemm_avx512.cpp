@@ -15,7 +15,12 @@
 
 #include "backends/cpu/sgemm_driver.hpp"
 
+#if defined(CONVGRAPH_ISA_EMULATED)  // a test build for a host without AVX-512 (kernels/avx512_emulation.hpp)
+#include "backends/cpu/kernels/avx512_emulation.hpp"
+#define CG_AVX512 __attribute__((target("avx2,fma")))
+#else
 #define CG_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,fma")))
+#endif
 
 namespace convgraph::cpu {
 namespace {
