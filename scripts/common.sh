@@ -51,7 +51,7 @@ configure_and_build() {
 # CPU kernels are compiled for this host's level only (CONVGRAPH_CPU_LEVELS=HOST, a third of
 # their compile time): the normal build checks every level against the reference.
 #
-# On a host without AVX-512 that level is the emulated one (CMake CONVGRAPH_EMULATE_AVX512:
+# On a host with AVX2 but without AVX-512 that level is the emulated one (CMake CONVGRAPH_EMULATE_AVX512:
 # its code for AVX2, its intrinsics emulated) instead of the host's avx2: the normal build
 # checks avx2 and baseline natively, and the AVX-512 level's code, which nothing else here
 # can run, gets the sanitized suite. EMULATE_AVX512=ON or OFF overrides the choice (auto).
@@ -61,9 +61,16 @@ build_sanitized() {  # [targets...] (none: everything)
   install_missing "clang-$CLANG_VERSION" "libclang-rt-$CLANG_VERSION-dev"
   local cxx emulate="${EMULATE_AVX512:-auto}"
   cxx="$(command -v "clang++-$CLANG_VERSION" || command -v clang++)"
-  if [ "$emulate" = auto ]; then
+  if [ "$emulate" = auto ]; then  # ON where AVX2 runs and any of the level's AVX-512 parts is missing
     emulate=OFF
-    grep -qw avx512f /proc/cpuinfo || ! grep -qw avx2 /proc/cpuinfo || emulate=ON
+    if grep -qsw avx2 /proc/cpuinfo; then
+      for f in avx512f avx512bw avx512cd avx512dq avx512vl; do grep -qsw "$f" /proc/cpuinfo || emulate=ON; done
+    fi
+  fi
+  # configure_and_build configures a new directory only: an existing one is switched here.
+  local cache="$SANITIZE_BUILD_DIR/CMakeCache.txt"
+  if [ -f "$cache" ] && ! grep -qx "CONVGRAPH_EMULATE_AVX512:BOOL=$emulate" "$cache"; then
+    cmake -S "$ROOT" -B "$SANITIZE_BUILD_DIR" -DCONVGRAPH_EMULATE_AVX512="$emulate" >/dev/null
   fi
   BUILD_DIR="$SANITIZE_BUILD_DIR" CONVGRAPH_WITH_CUDA=OFF BUILD_TARGETS="$*" configure_and_build \
     -DCMAKE_CXX_COMPILER="$cxx" -DCONVGRAPH_FUZZ=ON -DCONVGRAPH_BUILD_EXAMPLES=OFF \

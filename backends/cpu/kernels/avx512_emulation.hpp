@@ -9,9 +9,11 @@
 // Each name is a macro for the function of the same contract (Intel's intrinsics guide) in
 // namespace emu512: included after <immintrin.h>, every later use in the file calls the
 // emulation. Results are the hardware's bit for bit, lane by lane, except where the
-// hardware's own order is unspecified (reduce_add sums in the same tree GCC's header uses).
-// Only what the kernels call is here: a new intrinsic in an AVX-512 branch fails to compile
-// in the emulated build until it is added (the AVX2 target refuses the real one).
+// hardware leaves them open: reduce_add sums in the tree GCC's header uses, and the upper
+// half of castps256_ps512 is NaN. Masked lanes go through AVX's masked loads and stores,
+// which the AVX2 level relies on already. Only what the kernels call is here: a new
+// intrinsic in an AVX-512 branch fails to compile in the emulated build until it is added
+// (the AVX2 target refuses the real one).
 #include <immintrin.h>
 
 #include <cstdint>
@@ -150,7 +152,8 @@ CONVGRAPH_EMU512 __m512d cvtps_pd(__m256 a) {
   return v;
 }
 CONVGRAPH_EMU512 __m256 castps512_ps256(__m512 a) { return split(a).lo; }
-CONVGRAPH_EMU512 __m512 castps256_ps512(__m256 a) { return join(a, _mm256_setzero_ps()); }
+/// The upper half is undefined on the hardware: NaN here, so code that reads it shows.
+CONVGRAPH_EMU512 __m512 castps256_ps512(__m256 a) { return join(a, _mm256_set1_ps(__builtin_nanf(""))); }
 CONVGRAPH_EMU512 __m256 extractf32x8_ps(__m512 a, int imm) {
   const auto h = split(a);
   return (imm & 1) != 0 ? h.hi : h.lo;
@@ -222,31 +225,17 @@ CONVGRAPH_EMU512 __mmask16 movepi32_mask(__m512i a) {
   for (int i = 0; i < 16; ++i) k |= (lane<std::int32_t>(a, i) < 0 ? 1u : 0u) << i;
   return static_cast<__mmask16>(k);
 }
-/// The predicate is an immediate in the instruction: the kernels' few are listed.
-CONVGRAPH_EMU512 __mmask16 cmp_ps_mask(__m512 a, __m512 b, int predicate) {
+/// The predicate is an immediate in the instruction: a template argument here (the macros
+/// below pass it), so every predicate AVX has works and a bad one does not compile.
+template <int kPredicate>
+CONVGRAPH_EMU512 __mmask16 cmp_ps_mask(__m512 a, __m512 b) {
   const auto x = split(a), y = split(b);
-  __m256 lo, hi;
-  switch (predicate) {
-    case _CMP_EQ_OQ:
-      lo = _mm256_cmp_ps(x.lo, y.lo, _CMP_EQ_OQ), hi = _mm256_cmp_ps(x.hi, y.hi, _CMP_EQ_OQ);
-      break;
-    case _CMP_GT_OQ:
-      lo = _mm256_cmp_ps(x.lo, y.lo, _CMP_GT_OQ), hi = _mm256_cmp_ps(x.hi, y.hi, _CMP_GT_OQ);
-      break;
-    case _CMP_ORD_Q:
-      lo = _mm256_cmp_ps(x.lo, y.lo, _CMP_ORD_Q), hi = _mm256_cmp_ps(x.hi, y.hi, _CMP_ORD_Q);
-      break;
-    case _CMP_NLE_UQ:
-      lo = _mm256_cmp_ps(x.lo, y.lo, _CMP_NLE_UQ), hi = _mm256_cmp_ps(x.hi, y.hi, _CMP_NLE_UQ);
-      break;
-    default:
-      __builtin_trap();  // add the kernel's new predicate here
-  }
-  return static_cast<__mmask16>(static_cast<unsigned>(_mm256_movemask_ps(lo)) |
-                                static_cast<unsigned>(_mm256_movemask_ps(hi)) << 8);
+  return static_cast<__mmask16>(static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(x.lo, y.lo, kPredicate))) |
+                                static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(x.hi, y.hi, kPredicate))) << 8);
 }
-CONVGRAPH_EMU512 __mmask16 mask_cmp_ps_mask(__mmask16 k, __m512 a, __m512 b, int predicate) {
-  return static_cast<__mmask16>(k & cmp_ps_mask(a, b, predicate));
+template <int kPredicate>
+CONVGRAPH_EMU512 __mmask16 mask_cmp_ps_mask(__mmask16 k, __m512 a, __m512 b) {
+  return static_cast<__mmask16>(k & cmp_ps_mask<kPredicate>(a, b));
 }
 
 // The rest carry the AVX-512 target in GCC's headers, though they need no instruction of it.
@@ -352,6 +341,6 @@ CONVGRAPH_EMU512 void stream_ps(void* p, __m512 v) {
 #undef _mm512_movepi32_mask
 #define _mm512_movepi32_mask ::convgraph::cpu::emu512::movepi32_mask
 #undef _mm512_cmp_ps_mask
-#define _mm512_cmp_ps_mask ::convgraph::cpu::emu512::cmp_ps_mask
+#define _mm512_cmp_ps_mask(a, b, predicate) ::convgraph::cpu::emu512::cmp_ps_mask<(predicate)>(a, b)
 #undef _mm512_mask_cmp_ps_mask
-#define _mm512_mask_cmp_ps_mask ::convgraph::cpu::emu512::mask_cmp_ps_mask
+#define _mm512_mask_cmp_ps_mask(k, a, b, predicate) ::convgraph::cpu::emu512::mask_cmp_ps_mask<(predicate)>(k, a, b)
