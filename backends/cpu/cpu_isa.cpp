@@ -29,10 +29,11 @@ bool cpu_has(CpuIsa isa) {
     case CpuIsa::avx512:
 #if defined(CONVGRAPH_EMULATE_AVX512)  // a test build whose AVX-512 level runs on AVX2
       return cpu_has(CpuIsa::avx2);
-#endif
+#else
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") &&
              __builtin_cpu_supports("avx512vl") && cpu_has(CpuIsa::avx2);
+#endif
     case CpuIsa::avx2:
       return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
              __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2") &&

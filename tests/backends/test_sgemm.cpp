@@ -517,7 +517,8 @@ TEST_CASE("sgemm: seeded random shapes and extensions at every level: right, and
     // What the drawn problem reaches, by the driver's rules (kMinParallelFlops, swap_pays),
     // so the counts below hold the quotas to what they are for.
     const auto pad32 = [](i64 n) { return (n + 31) / 32 * 32; };
-    threaded += 2.0 * static_cast<double>(M * N) * static_cast<double>(K * batch) >= 4e6;
+    threaded += 2.0 * static_cast<double>(M * N) * static_cast<double>(K * batch) >=
+                convgraph::cpu::sgemm_detail::kMinParallelFlops;
     swappable += !ta && tb && source <= 0 && !hooked && batch == 1 && pad32(M) < pad32(N) && K >= 8192;
     const i64 pad = draw(0, 2) == 0 ? draw(1, 17) : 0;
     // A small alpha (and every swapped problem has one) shrinks the products' error bound,

@@ -99,15 +99,10 @@ CONVGRAPH_EMU512 __m512 mask_i32gather_ps(__m512 src, __mmask16 k, __m512i index
   return src;
 }
 
-// ---- arithmetic, by 256-bit halves (fmadd stays fused)
-CONVGRAPH_EMU512 __m512 add_ps(__m512 a, __m512 b) {
-  const auto x = split(a), y = split(b);
-  return join(_mm256_add_ps(x.lo, y.lo), _mm256_add_ps(x.hi, y.hi));
-}
-CONVGRAPH_EMU512 __m512 mul_ps(__m512 a, __m512 b) {
-  const auto x = split(a), y = split(b);
-  return join(_mm256_mul_ps(x.lo, y.lo), _mm256_mul_ps(x.hi, y.hi));
-}
+// ---- arithmetic: add and mul as GCC's and clang's vector operators (two AVX2 instructions
+// each, IEEE like the hardware's); fmadd by 256-bit halves, so it stays fused
+CONVGRAPH_EMU512 __m512 add_ps(__m512 a, __m512 b) { return a + b; }
+CONVGRAPH_EMU512 __m512 mul_ps(__m512 a, __m512 b) { return a * b; }
 CONVGRAPH_EMU512 __m512 fmadd_ps(__m512 a, __m512 b, __m512 c) {
   const auto x = split(a), y = split(b), z = split(c);
   return join(_mm256_fmadd_ps(x.lo, y.lo, z.lo), _mm256_fmadd_ps(x.hi, y.hi, z.hi));
@@ -187,30 +182,18 @@ CONVGRAPH_EMU512 __m512 shuffle_f32x4(__m512 a, __m512 b, int imm) {
   return r;
 }
 /// Within each 128-bit block: unpacklo_ps gives a0 b0 a1 b1, unpackhi_ps a2 b2 a3 b3;
-/// unpacklo_pd a0 b0, unpackhi_pd a1 b1 (in doubles).
+/// unpacklo_pd a0 b0, unpackhi_pd a1 b1 (in doubles). Lanes of b count from 16 (8).
 CONVGRAPH_EMU512 __m512 unpacklo_ps(__m512 a, __m512 b) {
-  const auto x = split(a), y = split(b);
-  return join(_mm256_unpacklo_ps(x.lo, y.lo), _mm256_unpacklo_ps(x.hi, y.hi));
+  return __builtin_shufflevector(a, b, 0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29);
 }
 CONVGRAPH_EMU512 __m512 unpackhi_ps(__m512 a, __m512 b) {
-  const auto x = split(a), y = split(b);
-  return join(_mm256_unpackhi_ps(x.lo, y.lo), _mm256_unpackhi_ps(x.hi, y.hi));
+  return __builtin_shufflevector(a, b, 2, 18, 3, 19, 6, 22, 7, 23, 10, 26, 11, 27, 14, 30, 15, 31);
 }
 CONVGRAPH_EMU512 __m512d unpacklo_pd(__m512d a, __m512d b) {
-  __m512d r = a;
-  for (int q = 0; q < 4; ++q) {
-    set_lane(r, 2 * q, lane<double>(a, 2 * q));
-    set_lane(r, 2 * q + 1, lane<double>(b, 2 * q));
-  }
-  return r;
+  return __builtin_shufflevector(a, b, 0, 8, 2, 10, 4, 12, 6, 14);
 }
 CONVGRAPH_EMU512 __m512d unpackhi_pd(__m512d a, __m512d b) {
-  __m512d r = a;
-  for (int q = 0; q < 4; ++q) {
-    set_lane(r, 2 * q, lane<double>(a, 2 * q + 1));
-    set_lane(r, 2 * q + 1, lane<double>(b, 2 * q + 1));
-  }
-  return r;
+  return __builtin_shufflevector(a, b, 1, 9, 3, 11, 5, 13, 7, 15);
 }
 
 // ---- masks

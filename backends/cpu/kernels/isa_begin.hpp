@@ -38,15 +38,13 @@
 /// Bytes of the level's vector registers: the width for hot loops' generic vectors.
 #define CONVGRAPH_ISA_VECTOR_BYTES (CONVGRAPH_ISA_AVX512 ? 64 : CONVGRAPH_ISA_AVX2 ? 32 : 16)
 
-#if CONVGRAPH_ISA_LEVEL == 2 && defined(CONVGRAPH_ISA_EMULATED)
-// A test build's AVX-512 level for a host without it (CMake CONVGRAPH_EMULATE_AVX512): the
-// level's code, 16-lane vectors included, for the AVX2 target, its intrinsics emulated.
-#define CONVGRAPH_ISA_TARGET "avx2,fma,bmi,bmi2,f16c,lzcnt,movbe,popcnt"
-#elif CONVGRAPH_ISA_LEVEL == 2
-#define CONVGRAPH_ISA_TARGET \
-  "avx512f,avx512bw,avx512cd,avx512dq,avx512vl,avx2,fma,bmi,bmi2,f16c,lzcnt,movbe,popcnt"
-#elif CONVGRAPH_ISA_LEVEL == 1
-#define CONVGRAPH_ISA_TARGET "avx2,fma,bmi,bmi2,f16c,lzcnt,movbe,popcnt"
+#define CONVGRAPH_ISA_AVX2_TARGET "avx2,fma,bmi,bmi2,f16c,lzcnt,movbe,popcnt"
+#if CONVGRAPH_ISA_LEVEL == 2 && !defined(CONVGRAPH_ISA_EMULATED)
+#define CONVGRAPH_ISA_TARGET "avx512f,avx512bw,avx512cd,avx512dq,avx512vl," CONVGRAPH_ISA_AVX2_TARGET
+#elif CONVGRAPH_ISA_LEVEL >= 1
+// (A test build's emulated AVX-512 level, CMake CONVGRAPH_EMULATE_AVX512, takes AVX2's
+// target: the level's code, 16-lane vectors included, its intrinsics emulated.)
+#define CONVGRAPH_ISA_TARGET CONVGRAPH_ISA_AVX2_TARGET
 #endif
 
 #if defined(CONVGRAPH_ISA_TARGET)
