@@ -185,16 +185,32 @@ void pixel_tile(const float* src, const float* w, i64 ndst, const i64* taps, i64
     const float* sq = src + q * qstride;
     const float* wq = w + q * nt * ndst;
     for (i64 t = 0; t < nt; ++t) {
+      // Of the weights and the source vectors, the fewer stay in registers and the other
+      // operand streams through one: KB x NP + min(KB, NP) + 1 registers, 16 at most.
+      // Holding both sides' larger one (4 x 3 with all 4 weights) took 17 and spilled an
+      // accumulator, whose store and reload each step halved the speed (Zen 3, 1 thread).
       const float* s = sq + taps[t];
-      float wt[KB];
+      if constexpr (KB <= NP) {
+        float wt[KB];
 #pragma GCC unroll 4
-      for (int kk = 0; kk < KB; ++kk) wt[kk] = wq[t * ndst + kk];
+        for (int kk = 0; kk < KB; ++kk) wt[kk] = wq[t * ndst + kk];
 #pragma GCC unroll 8
-      for (int v = 0; v < NP; ++v) {
-        vkf x;
-        std::memcpy(&x, s + v * kL, sizeof(vkf));
+        for (int v = 0; v < NP; ++v) {
+          vkf x;
+          std::memcpy(&x, s + v * kL, sizeof(vkf));
 #pragma GCC unroll 4
-        for (int kk = 0; kk < KB; ++kk) acc[kk][v] += wt[kk] * x;
+          for (int kk = 0; kk < KB; ++kk) acc[kk][v] += wt[kk] * x;
+        }
+      } else {
+        vkf x[NP];
+#pragma GCC unroll 8
+        for (int v = 0; v < NP; ++v) std::memcpy(&x[v], s + v * kL, sizeof(vkf));
+#pragma GCC unroll 4
+        for (int kk = 0; kk < KB; ++kk) {
+          const float wt = wq[t * ndst + kk];
+#pragma GCC unroll 8
+          for (int v = 0; v < NP; ++v) acc[kk][v] += wt * x[v];
+        }
       }
     }
   }
