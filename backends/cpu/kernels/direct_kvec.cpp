@@ -749,12 +749,13 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
   const i64 dst_bytes = g.N * dst_channels * pl.dst_numel * i64{sizeof(float)};
   const bool stream_dst = t.epilogue.empty() && pl.dst_numel * i64{sizeof(float)} % 64 == 0 &&
                           reinterpret_cast<std::uintptr_t>(dst) % 64 == 0 && stream_destination(dst_bytes);
-  // Strided grad inputs keeps to one group a unit. Measured while a unit held one phase (a
-  // region's phases then wrote the same lines one unit after another): a unit of many
-  // groups spread its stores over all their planes before the next phase came (32 groups
-  // at stride 2, 2 threads: slower). Not measured again since a unit holds a row's phases.
+  // Strided grad inputs shares its pixel set-up over groups likewise: that set-up (phases,
+  // segments, ghosts) costs more a pixel, and a phase's reduction is short (ResNeXt's
+  // stride-2 layer, 32 groups of 8 channels: 1-4 taps of 8 channels). One group a unit made
+  // it 2.2x slower (Zen 3, 8x256x56x56, 3x3, stride 2, 32 groups: 28 -> 12.6 ms on 1
+  // thread, 12.2 -> 9.2 on 2).
   const i64 blocks = p.G * nkb;
-  i64 per_unit = nphases > 1 ? nkb : blocks;  // (group, block) pairs a unit runs
+  i64 per_unit = blocks;  // (group, block) pairs a unit runs
   while (per_unit > 1 && (blocks + per_unit - 1) / per_unit * ngroups < 16 * threads) per_unit = (per_unit + 1) / 2;
   const i64 nbu = (blocks + per_unit - 1) / per_unit;
   parallel_over(ctx, nbu * ngroups, [&](i64 begin, i64 end) {
