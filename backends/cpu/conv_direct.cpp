@@ -63,7 +63,7 @@ class DirectAlgorithm final : public ConvAlgorithm {
         return work / (peak * eff) + traffic / m.bytes_per_s() + kConvCallSeconds;
       }
       // Destination channels go in the level's register blocks, zero-padded to whole vectors.
-      const KvecShape sh = kvec_shape(pl.ndst, cpu_isa_float_lanes(active_cpu_isa()));
+      const KvecShape sh = kvec_shape(pl.ndst, cpu_isa_float_lanes(active_cpu_isa()), pl.grad_weights);
       const double lanes = static_cast<double>(pl.ndst) / static_cast<double>(sh.padded());
       // Forward and grad inputs store every output through a transpose in registers; grad
       // weights transposes dy once per chunk instead. The step counts are fitted, not

@@ -46,8 +46,9 @@ inline constexpr i64 kKvecMaxTileRows = 24;
 /// alternate reduction steps (taps, or pixels for grad weights) into separate accumulators,
 /// so few channels keep enough independent FMAs in flight while a tile's rows (each a
 /// source pointer) still fit the general registers: AVX-512 has 8 pixels x 16 channels x 3,
-/// 6 x 32 x 2, 8 x 48 and 6 x 64; AVX2 6 x 8 x 2, 6 x 16, 4 x 24 and 3 x 32. More channels are split
-/// into blocks of equal width (80 channels: two blocks of 48, not 64 + 16).
+/// 6 x 32 x 2, 8 x 48 and 6 x 64; AVX2 6 x 8 x 2, 6 x 16, 4 x 24 and (grad weights) 3 x 32.
+/// More channels are split into blocks of equal width (80 channels: two blocks of 48, not
+/// 64 + 16).
 struct KvecShape {
   i64 lanes = 16, vectors = 1, rows = 8, split = 1, blocks = 1;
   i64 block() const { return lanes * vectors; }
@@ -60,18 +61,30 @@ struct KvecShape {
 constexpr i64 kvec_max_vectors(i64 lanes) { return lanes >= 8 ? 4 : 2; }
 constexpr i64 kvec_accumulators(i64 lanes) { return lanes == 16 ? 24 : 12; }
 /// Rows: 8 or 6 where they fill the accumulators, else as many as do (4 x 3 and 3 x 4 of 12).
-inline KvecShape kvec_shape(i64 ndst, i64 lanes) {
-  const i64 max_vectors = kvec_max_vectors(lanes), accumulators = kvec_accumulators(lanes);
-  KvecShape s;
-  s.lanes = lanes;
+/// AVX2's forward and grad inputs take blocks of 3 vectors where they pad no more lanes
+/// than blocks of 2, else blocks of 2, never 4: 3 x 4's fourth weight vector does not fit
+/// the 16 registers and is read from memory by each of its 3 rows' FMAs. Zen 3, 2 threads,
+/// against 3 x 4: 384 channels as 4 x 3 0.77x the time, 64 and 128 as 6 x 2 0.92x and 0.85x,
+/// 32 as 6 x 2 0.94x. Grad weights keeps 3 x 4 (6 x 2 was 1.04-1.09x its time there).
+inline KvecShape kvec_shape(i64 ndst, i64 lanes, bool grad_weights) {
+  const i64 accumulators = kvec_accumulators(lanes);
   const i64 nvec = (ndst + lanes - 1) / lanes;
-  s.blocks = (nvec + max_vectors - 1) / max_vectors;
-  s.vectors = (nvec + s.blocks - 1) / s.blocks;
-  s.rows = accumulators % (8 * s.vectors) == 0   ? 8
-           : accumulators % (6 * s.vectors) == 0 ? 6
-                                                 : accumulators / s.vectors;
-  s.split = accumulators / (s.rows * s.vectors);
-  return s;
+  const auto blocked = [&](i64 max_vectors) {
+    KvecShape s;
+    s.lanes = lanes;
+    s.blocks = (nvec + max_vectors - 1) / max_vectors;
+    s.vectors = (nvec + s.blocks - 1) / s.blocks;
+    s.rows = accumulators % (8 * s.vectors) == 0   ? 8
+             : accumulators % (6 * s.vectors) == 0 ? 6
+                                                   : accumulators / s.vectors;
+    s.split = accumulators / (s.rows * s.vectors);
+    return s;
+  };
+  if (lanes == 8 && !grad_weights) {
+    const KvecShape three = blocked(3), two = blocked(2);
+    return three.padded() <= two.padded() ? three : two;
+  }
+  return blocked(kvec_max_vectors(lanes));
 }
 
 /// Fewer destination channels (1-7: heads and RGB outputs, the grad inputs of a C = 3 first

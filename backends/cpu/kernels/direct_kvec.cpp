@@ -39,10 +39,9 @@ namespace {
 
 // Register blocks per level (direct_kvec.hpp's kvec_shape): kAcc accumulators of kL floats
 // (24 of 32 registers with AVX-512, 12 of 16 below) as rows x vectors, plus the vectors'
-// weights and a broadcast (for 3 x 4 the compiler reads the fourth vector from memory).
-// Every shape comes from the one template below. AVX2 takes up to 4 vectors (32 channels)
-// like AVX-512: on Zen 3, 3 x 4 and 4 x 3 blocks halve the work units (and their source
-// re-reads and pixel set-up) of 6 x 2 and waste fewer lanes on 24 or 48 channels.
+// weights and a broadcast (for 3 x 4 the compiler reads the fourth vector from memory,
+// which AVX2 takes for grad weights only: kvec_shape). Every shape comes from the one
+// template below.
 #if CONVGRAPH_ISA_AVX512
 constexpr int kL = 16;
 #elif CONVGRAPH_ISA_AVX2
@@ -65,7 +64,7 @@ constexpr double kSkippedTapsWorthLookUps = 8;
 using vkf = float __attribute__((vector_size(kL * sizeof(float))));
 static_assert(kKvecMaxBlock % (kL * kMaxNK) == 0 && kKvecMaxTileRows % kMaxP == 0);
 
-KvecShape shape_for(i64 ndst) { return kvec_shape(ndst, kL); }
+KvecShape shape_for(const KvecPlan& pl) { return kvec_shape(pl.ndst, kL, pl.grad_weights); }
 
 /// acc[p][*] (+)= sum_{q in [q0, q1), t < nt} src[p][q * qstride + taps[t]] * w[q][t][*] for
 /// P rows and NK vectors (w's rows T taps apart), with acc held in io ([P][NK * kL]):
@@ -345,7 +344,7 @@ TileFn tile_for(const KvecShape& sh) {
 void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvContext& ctx) {
   const ConvGeometry g(p);
   const KvecPlan pl(p);
-  const KvecShape sh = shape_for(pl.ndst);
+  const KvecShape sh = shape_for(pl);
   // Blocks of B channels (pixel vectors: all of them, unpadded), tiles of P rows.
   const i64 nkb = pl.pixel_vectors ? 1 : sh.blocks, B = pl.pixel_vectors ? pl.ndst : sh.block(), P = sh.rows;
   const TileFn fn = tile_for(sh);
