@@ -90,7 +90,8 @@ inline KvecShape kvec_shape(i64 ndst, i64 lanes, bool grad_weights) {
 /// Fewer destination channels (1-7: heads and RGB outputs, the grad inputs of a C = 3 first
 /// layer) vectorise positions instead, along rows whose last axis has stride 1: a tile is kb
 /// channels (at most 4, more in blocks) x this many vectors of consecutive positions, each
-/// tap one vector load per FMA column and kb broadcast weights (12-15 of 16 registers).
+/// tap one vector load per FMA column and kb broadcast weights, the smaller side held in
+/// registers and the other streamed through one (10-16 of 16 registers).
 constexpr i64 pixel_vectors_per_tile(i64 kb) { return kb <= 1 ? 8 : kb == 2 ? 6 : kb == 3 ? 4 : 3; }
 /// Grad weights' tiles: kb output channels x this many (input channel, tap) rows of
 /// accumulators beside kb dy vectors and one x vector.

@@ -29,8 +29,8 @@ using Pairs = std::vector<std::pair<std::int64_t, std::int64_t>>;
 
 /// Channel counts chosen so every level sees each of its register blocks (kvec_shape: at
 /// AVX-512 16, 32, 48 and 64 channels, 18-24 and 33 as partial vectors, 70 as two blocks
-/// of 48, 8-12 as one partial vector; at AVX2 8 channels as 1 vector, 12, 16-18, 32 and 57
-/// (forward, grad inputs) as blocks of 2 vectors, 20-24, 33 and 48 as 3, 70 as three
+/// of 48, 8-12 as one partial vector; at AVX2 8 channels as 1 vector, 12, 16, 32 and 57
+/// (forward, grad inputs) as blocks of 2 vectors, 17-24, 33 and 48 as 3, 70 as three
 /// blocks of 3, grad weights' 32 and 57 as 4; at baseline every count as blocks of 2), pixel
 /// counts that leave short tiles, and tap or (channel, tap) counts that leave a partial
 /// step of the split accumulators or a short last row tile.

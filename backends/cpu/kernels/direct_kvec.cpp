@@ -186,7 +186,7 @@ void pixel_tile(const float* src, const float* w, i64 ndst, const i64* taps, i64
     for (i64 t = 0; t < nt; ++t) {
       // Of the weights and the source vectors, the fewer stay in registers and the other
       // operand streams through one: KB x NP + min(KB, NP) + 1 registers, 16 at most.
-      // Holding both sides' larger one (4 x 3 with all 4 weights) took 17 and spilled an
+      // Holding the larger side (a 4 x 3 tile's 4 weights) took 17 and spilled an
       // accumulator, whose store and reload each step halved the speed (Zen 3, 1 thread).
       const float* s = sq + taps[t];
       if constexpr (KB <= NP) {
