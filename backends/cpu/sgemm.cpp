@@ -4,6 +4,7 @@
 #include "backends/cpu/sgemm.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -236,6 +237,18 @@ CacheSizes cpu_cache_sizes() {
   }();
   return sizes;
 }
+
+namespace {
+std::atomic<std::int64_t> stream_l3_stand_in{0};  // 0: none
+}  // namespace
+
+std::int64_t stream_l3_bytes() {
+  const std::int64_t stand_in = stream_l3_stand_in.load(std::memory_order_relaxed);
+  return stand_in > 0 ? stand_in : cpu_cache_sizes().l3;
+}
+
+ScopedStreamL3::ScopedStreamL3(std::int64_t bytes) : saved_(stream_l3_stand_in.exchange(bytes)) {}
+ScopedStreamL3::~ScopedStreamL3() { stream_l3_stand_in.store(saved_); }
 
 void sgemm_ex(bool transA, bool transB, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
               const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C,

@@ -76,10 +76,27 @@ struct CacheSizes {
 };
 CacheSizes cpu_cache_sizes();
 
+/// The L3 size stream_destination compares against: cpu_cache_sizes().l3, or the stand-in
+/// of a live ScopedStreamL3.
+std::int64_t stream_l3_bytes();
+
 /// Whether a convolution kernel stores a destination of `bytes`, written in one pass, past
 /// the caches (cpu.direct, cpu.winograd): over half the L3 it would not stay cached for the
 /// next op anyway, so reading its lines for ownership before overwriting them is pure cost.
-inline bool stream_destination(std::int64_t bytes) { return 2 * bytes >= cpu_cache_sizes().l3; }
+inline bool stream_destination(std::int64_t bytes) { return 2 * bytes >= stream_l3_bytes(); }
+
+/// Tests: stream_destination takes the L3 to be `bytes` for a scope, so the streamed stores
+/// run on small layers (the host's L3 made them 16-240 MiB, minutes under the sanitizers).
+class ScopedStreamL3 {
+ public:
+  explicit ScopedStreamL3(std::int64_t bytes);
+  ~ScopedStreamL3();
+  ScopedStreamL3(const ScopedStreamL3&) = delete;
+  ScopedStreamL3& operator=(const ScopedStreamL3&) = delete;
+
+ private:
+  std::int64_t saved_;
+};
 
 /// Same, with an explicit CPU level (tests and benchmarks); throws ValueError if the CPU
 /// cannot run it.

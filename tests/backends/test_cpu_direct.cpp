@@ -85,7 +85,7 @@ std::vector<ConvCase> kvec_cases() {
       make_conv_case("strided on the outer axis", {2, 16, 10, 9}, {16, 16, 3, 3}, 1, {2, 1}),
       // Enough phase positions that a unit's pixel set-up serves several of 8 groups (at
       // every level, on 2 threads).
-      make_conv_case("strided, groups sharing a unit's pixels", {2, 64, 56, 56}, {64, 8, 3, 3}, 1, {2, 2}, {}, false,
+      make_conv_case("strided, groups sharing a unit's pixels", {1, 64, 56, 56}, {64, 8, 3, 3}, 1, {2, 2}, {}, false,
                      8),
       // Every strided axis no wider than its stride: one phase, still a phased plan.
       make_conv_case("one phase of a stride", {2, 16, 1, 9}, {16, 16, 3, 3}, 1, {4, 1}),

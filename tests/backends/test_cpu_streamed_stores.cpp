@@ -1,15 +1,16 @@
 // Destinations over half the L3 are stored past the caches (non-temporal stores of whole
 // aligned vectors, then a fence): cpu.direct's channel-vectorised path and cpu.winograd's
 // output transform, forward and grad inputs, at every CPU level this machine runs (the
-// active one under the sanitizers), against the float64 reference. The layers are
-// sized from this machine's L3 (read at run time, as the kernels do) and the tensors are
+// active one under the sanitizers), against the float64 reference. The kernels take the L3
+// to be 4 MiB here (ScopedStreamL3; the hosts' 32-480 MiB made the layers minutes long
+// under the sanitizers), the layers' destinations are over half that, and the tensors are
 // 64-byte aligned as the runtime's are, so the streamed path is the one that runs; plane
 // ends and vector tails go through plain stores in the same run.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
 
-#include "backends/cpu/sgemm.hpp"  // cpu_cache_sizes
+#include "backends/cpu/sgemm.hpp"  // ScopedStreamL3
 #include "convgraph/backends/conv_algorithm.hpp"
 #include "convgraph/backends/cpu/algorithms.hpp"
 #include "convgraph/backends/cpu/cpu_isa.hpp"
@@ -23,11 +24,13 @@ using namespace convgraph::testing;
 
 namespace {
 
-/// Rows of W floats and H rows: 64 destination channels of H x W at least half the L3 in
-/// all; the other side has `narrow` channels (the reference's cost stays small).
+/// Rows of W floats and H rows: 64 destination channels of H x W at least half the L3 the
+/// kernels are told of in all; the other side has `narrow` channels.
 void check_large_destination(const ConvAlgorithm& algo, std::int64_t W, std::int64_t narrow, std::uint64_t seed) {
   ThreadPool pool(2);
-  const std::int64_t H = convgraph::cpu::cpu_cache_sizes().l3 / (2 * 64 * 4 * W) + 3;
+  constexpr std::int64_t kL3 = std::int64_t{4} << 20;
+  const convgraph::cpu::ScopedStreamL3 small_l3(kL3);
+  const std::int64_t H = kL3 / (2 * 64 * 4 * W) + 3;
   // Forward writes y (K = 64); grad inputs writes x (C = 64).
   for (ConvDirection dir : {ConvDirection::forward, ConvDirection::grad_inputs}) {
     const bool fwd = dir == ConvDirection::forward;
@@ -52,7 +55,7 @@ void check_large_destination(const ConvAlgorithm& algo, std::int64_t W, std::int
 
 TEST_CASE("cpu.direct: a destination over half the L3 is streamed out, every element right",
           "[backends][conv][cpu][direct]") {
-  // Planes of 259 x 256 pixels: whole cache lines, not a whole number of work units.
+  // Planes of 35 x 256 pixels: whole cache lines, not a whole number of work units.
   const auto direct = make_cpu_direct_algorithm();
   check_large_destination(*direct, 256, 2, 91);
 }
