@@ -54,7 +54,8 @@ configure_and_build() {
 # On a host with AVX2 but without AVX-512 that level is the emulated one (CMake
 # CONVGRAPH_EMULATE_AVX512: its code for AVX2, its intrinsics emulated) instead of the
 # host's avx2: the normal build checks avx2 and baseline natively, and the AVX-512 level's
-# code, which nothing else here can run, gets the sanitized suite. EMULATE_AVX512=ON or OFF overrides the choice (auto).
+# code, which nothing else here can run, gets the sanitized suite. EMULATE_AVX512=ON or OFF
+# overrides the choice (auto).
 SANITIZE_BUILD_DIR="${SANITIZE_BUILD_DIR:-$ROOT/build-asan}"
 CLANG_VERSION="${CLANG_VERSION:-14}"
 build_sanitized() {  # [targets...] (none: everything)

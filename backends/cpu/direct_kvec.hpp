@@ -60,12 +60,15 @@ struct KvecShape {
 /// kernels (kernels/direct_kvec.cpp) and the cost model (conv_direct.cpp) both read it here.
 constexpr i64 kvec_max_vectors(i64 lanes) { return lanes >= 8 ? 4 : 2; }
 constexpr i64 kvec_accumulators(i64 lanes) { return lanes == 16 ? 24 : 12; }
+constexpr i64 kvec_registers(i64 lanes) { return lanes == 16 ? 32 : 16; }
 /// Rows: 8 or 6 where they fill the accumulators, else as many as do (4 x 3 and 3 x 4 of 12).
-/// AVX2's forward and grad inputs take blocks of 3 vectors where they pad no more lanes
-/// than blocks of 2, else blocks of 2, never 4: 3 x 4's fourth weight vector does not fit
-/// the 16 registers and is read from memory by each of its 3 rows' FMAs. Zen 3, 2 threads,
-/// against 3 x 4: 384 channels as 4 x 3 0.77x the time, 64 and 128 as 6 x 2 0.92x and 0.85x,
-/// 32 as 6 x 2 0.94x. Grad weights keeps 3 x 4 (6 x 2 was 1.04-1.09x its time there).
+/// Forward and grad inputs keep a block's weight vectors in the registers the accumulators
+/// and a broadcast leave (AVX2: 3 of 16), taking the widest such block unless one vector
+/// narrower pads fewer lanes: AVX2's 3 x 4 read its fourth weight vector from memory in each
+/// of its 3 rows' FMAs. Zen 3, 2 threads, against 3 x 4: 384 channels as 4 x 3 0.77x the
+/// time, 64 and 128 as 6 x 2 0.92x and 0.85x, 32 as 6 x 2 0.94x. Grad weights keeps 3 x 4
+/// (6 x 2 took 1.04x and 1.09x its time on 64 and 128 channels, 0.96x on 384; 4 x 3
+/// 1.08-1.23x).
 inline KvecShape kvec_shape(i64 ndst, i64 lanes, bool grad_weights) {
   const i64 accumulators = kvec_accumulators(lanes);
   const i64 nvec = (ndst + lanes - 1) / lanes;
@@ -80,9 +83,10 @@ inline KvecShape kvec_shape(i64 ndst, i64 lanes, bool grad_weights) {
     s.split = accumulators / (s.rows * s.vectors);
     return s;
   };
-  if (lanes == 8 && !grad_weights) {
-    const KvecShape three = blocked(3), two = blocked(2);
-    return three.padded() <= two.padded() ? three : two;
+  const i64 in_registers = kvec_registers(lanes) - accumulators - 1;
+  if (!grad_weights && in_registers < kvec_max_vectors(lanes)) {
+    const KvecShape wide = blocked(in_registers), narrow = blocked(in_registers - 1);
+    return wide.padded() <= narrow.padded() ? wide : narrow;
   }
   return blocked(kvec_max_vectors(lanes));
 }
