@@ -61,6 +61,11 @@ TEST_CASE("tensor: bad inputs raise typed errors", "[core][tensor][errors]") {
   CHECK_THROWS_AS(t.permute({0, 0}), ShapeError);
   CHECK_THROWS_AS(Tensor(DType::float32, {-2, 3}), ShapeError);
   CHECK_THROWS_WITH(t.reshape({3, 2}), Catch::Contains("(2, 2)") && Catch::Contains("(3, 2)"));
+  CHECK_THROWS_WITH(t.get(4), Catch::Contains("Tensor::get") && Catch::Contains("flat index 4") &&
+                                  Catch::Contains("4 elements"));
+  CHECK_THROWS_AS(t.get(-1), ShapeError);
+  CHECK_THROWS_WITH(t.set(7, 1.0), Catch::Contains("Tensor::set") && Catch::Contains("flat index 7"));
+  CHECK(t.get(3) == 4.0);
 }
 
 TEST_CASE("tensor: float16 and bfloat16 storage round-trip through casts", "[core][tensor]") {

@@ -38,13 +38,14 @@ ConvCase make_case(const std::string& tag, Shp x, Shp w, BorderMode border, Shp 
   return c;
 }
 
-// Runs every direction of `cases` in `dtype`, checks the bound, and reports the tally.
+// Runs every direction of every `every`-th case of `cases` from `first` in `dtype`, checks
+// the bound, and reports the tally.
 Tally run_all(const std::vector<ConvCase>& cases, DType dtype, const std::string& what, int every = 1,
-              const Mode& mode = Mode::fast_run()) {
+              const Mode& mode = Mode::fast_run(), std::size_t first = 0) {
   const double tol = dtype == DType::float64 ? kTol64 : kTol32;
   Tally t;
   std::uint64_t seed = 1;
-  for (std::size_t i = 0; i < cases.size(); i += static_cast<std::size_t>(every)) {
+  for (std::size_t i = first; i < cases.size(); i += static_cast<std::size_t>(every)) {
     const ConvCase& c = cases[i];
     for (ConvDirection dir : testing::kAllDirections) {
       RunError e;
@@ -65,16 +66,18 @@ Tally run_all(const std::vector<ConvCase>& cases, DType dtype, const std::string
 }  // namespace
 
 TEST_CASE("conv sweep through compile(): float32, every case and direction", "[conv][numeric][sweep]") {
-  // Every case; every 2nd under the sanitizers (about 30x slower; the backends' sweeps run
-  // every algorithm there too).
+  // Every case; every 4th under the sanitizers (about 30x slower; the backends' sweeps run
+  // every algorithm there too), and float64 below takes the 4th after each of these.
   const auto cases = testing::conv_sweep_cases();
-  const int every = test::sanitized_build() ? 2 : 1;
+  const int every = test::sanitized_build() ? 4 : 1;
   const Tally t = run_all(cases, DType::float32, "issue-3 sweep", every);
   CHECK(t.combos[0] == static_cast<long>((cases.size() + every - 1) / every));
 }
 
 TEST_CASE("conv sweep through compile(): float64, every case and direction", "[conv][numeric][sweep]") {
-  run_all(testing::conv_sweep_cases(), DType::float64, "issue-3 sweep", test::sanitized_build() ? 2 : 1);
+  const bool sanitized = test::sanitized_build();
+  run_all(testing::conv_sweep_cases(), DType::float64, "issue-3 sweep", sanitized ? 4 : 1, Mode::fast_run(),
+          sanitized ? 2 : 0);
 }
 
 TEST_CASE("conv sweep through compile() with conv_gemm excluded (other algorithms lower)",
@@ -136,7 +139,8 @@ TEST_CASE("Theano BaseTestConv2d / BaseTestConv3d matrix and picks", "[conv][num
   const std::string what = "Theano matrix (" + std::to_string(cases.size()) + " cases)";
   const Tally t = run_all(cases, DType::float32, what);
   CHECK(t.combos[1] == static_cast<long>(cases.size()));
-  run_all(cases, DType::float64, what);
+  // float64: every case; every 2nd under the sanitizers (about 30x slower).
+  run_all(cases, DType::float64, what, test::sanitized_build() ? 2 : 1);
 }
 
 TEST_CASE("Theano zero-size pairs: empty batch, zero channels, zero filters", "[conv][numeric][theano]") {

@@ -123,6 +123,7 @@ class Tensor {
 
  private:
   void check_dtype(DType want) const;
+  void check_flat_index(const char* op, std::int64_t i) const;  // 0 <= i < numel(), else ShapeError
   std::int64_t element_offset(std::initializer_list<std::int64_t> index) const;
   std::shared_ptr<Storage> storage_;
   DType dtype_ = DType::float32;
