@@ -8,7 +8,7 @@
 #     --tsan      ThreadSanitizer build in build-tsan/: the thread pool, runtime, optimizer,
 #                 meta-optimizer and tuning-cache tests
 #     --ci        what CI runs (.ci/run): the normal suite, the --sanitize suite, and
-#                 scripts/fuzz.sh for CI_FUZZ_SECONDS (default 20) per target
+#                 scripts/fuzz.sh for CI_FUZZ_SECONDS (default 10) per target
 # GPU tests skip themselves where no GPU is present.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -28,7 +28,7 @@ if [ "$mode" = ci ]; then
   echo "== CI: normal suite passed after $(( $(date +%s) - start )) s"
   "$here/test.sh" --sanitize "$@"
   echo "== CI: ASan+UBSan suite passed after $(( $(date +%s) - start )) s"
-  "$here/fuzz.sh" "${CI_FUZZ_SECONDS:-20}"
+  "$here/fuzz.sh" "${CI_FUZZ_SECONDS:-10}"
   echo "== CI: every suite passed in $(( $(date +%s) - start )) s"
   exit 0
 fi

@@ -57,7 +57,12 @@ TEST_CASE("mode: CONVGRAPH_FLAGS is the base under a Mode made in code, and code
   Function f = compile({n.x, n.w}, {n.y}, Mode::fast_run().excluding("conv_gemm"));
   CHECK(f.mode().profile);
   CHECK(f.mode().debug);
-  CHECK(testing::chosen(f.graph()) == std::vector<std::string>{"cpu.direct"});
+  // Neither excluded family lowers it (which of the others does is the cost model's near
+  // tie between cpu.direct and cpu.winograd on this small layer, measured peaks deciding).
+  const std::vector<std::string> chosen = testing::chosen(f.graph());
+  REQUIRE(chosen.size() == 1);
+  CHECK(chosen[0] != "cpu.corrmm");
+  CHECK(chosen[0] != "cpu.fft");
   CHECK(compile({n.x, n.w}, {n.y}).mode().to_string() == Mode::fast_run().effective().to_string());
   CHECK(Mode::from_env().effective().to_string() == Mode::from_env().to_string());
 }
