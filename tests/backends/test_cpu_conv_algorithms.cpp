@@ -89,7 +89,7 @@ TEST_CASE("the built-in registry lists the CPU convolutions in priority order", 
 TEST_CASE("every CPU algorithm matches the reference over the sweep", "[backends][conv][cpu][sweep]") {
   const auto cases = conv_sweep_cases();
   const auto algos = cpu_algorithms();
-  // Under the sanitizers (about 30x slower; 185 s for the whole sweep) every 5th case: the
+  // Under the sanitizers (about 30x slower) every 5th case: the
   // full sweep runs in every normal build, and the coverage check below still holds.
   const std::size_t step = convgraph::test::sanitized_build() ? 5 : 1;
   ThreadPool pool(2);

@@ -67,7 +67,7 @@ Tally run_all(const std::vector<ConvCase>& cases, DType dtype, const std::string
 
 TEST_CASE("conv sweep through compile(): float32, every case and direction", "[conv][numeric][sweep]") {
   // Every case; every 4th under the sanitizers (about 30x slower; the backends' sweeps run
-  // every algorithm there too), and float64 below takes the 4th after each of these.
+  // every algorithm there too); float64 below takes the cases halfway between these.
   const auto cases = testing::conv_sweep_cases();
   const int every = test::sanitized_build() ? 4 : 1;
   const Tally t = run_all(cases, DType::float32, "issue-3 sweep", every);
