@@ -158,26 +158,24 @@ std::int64_t Tensor::dim(int axis) const {
 
 DeviceKind Tensor::device() const { return storage_ ? storage_->device : DeviceKind::cpu; }
 
-// Without building contiguous_strides' vector: get() and set() ask on every element.
-bool Tensor::is_contiguous() const {
-  if (numel() <= 1) return true;
+namespace {
+// strides == contiguous_strides(shape), without building that vector (flat_offset asks on
+// every element).
+bool row_major_strides(const Shape& shape, const Shape& strides) {
   std::int64_t expect = 1;
-  for (std::size_t a = shape_.size(); a-- > 0;) {
-    if (strides_[a] != expect) return false;
-    expect *= shape_[a];
+  for (std::size_t a = shape.size(); a-- > 0;) {
+    if (strides[a] != expect) return false;
+    expect *= shape[a];
   }
   return true;
 }
+}  // namespace
+
+bool Tensor::is_contiguous() const { return numel() <= 1 || row_major_strides(shape_, strides_); }
 
 void* Tensor::raw() const {
   if (!storage_) return nullptr;
   return static_cast<char*>(storage_->data) + offset_ * static_cast<std::int64_t>(dtype_size(dtype_));
-}
-
-void Tensor::check_flat_index(const char* op, std::int64_t i) const {
-  if (i < 0 || i >= numel())
-    throw ShapeError(msg(op, ": flat index ", i, " out of range for a tensor of ", numel(), " elements (shape ",
-                         shape_to_string(shape_), ")"));
 }
 
 void Tensor::check_dtype(DType want) const {
@@ -210,10 +208,17 @@ std::int64_t strided_offset(std::int64_t i, const Shape& shape, const Shape& str
 }
 }  // namespace
 
+std::int64_t Tensor::flat_offset(const char* op, std::int64_t i) const {
+  if (device() != DeviceKind::cpu) throw TypeError(msg(op, ": the tensor lives on a GPU; copy it to the host"));
+  const std::int64_t n = numel();
+  if (i < 0 || i >= n)
+    throw ShapeError(msg(op, ": flat index ", i, " out of range for a tensor of ", n, " elements (shape ",
+                         shape_to_string(shape_), ")"));
+  return n <= 1 || row_major_strides(shape_, strides_) ? i : strided_offset(i, shape_, strides_);
+}
+
 double Tensor::get(std::int64_t i) const {
-  if (device() != DeviceKind::cpu) throw TypeError("Tensor::get: the tensor lives on a GPU; copy it to the host");
-  check_flat_index("Tensor::get", i);
-  const std::int64_t off = is_contiguous() ? i : strided_offset(i, shape_, strides_);
+  const std::int64_t off = flat_offset("Tensor::get", i);
   const auto* p16 = static_cast<const std::uint16_t*>(raw());
   if (dtype_ == DType::float16) return half_to_float(p16[off]);
   if (dtype_ == DType::bfloat16) return bf16_to_float(p16[off]);
@@ -221,9 +226,7 @@ double Tensor::get(std::int64_t i) const {
 }
 
 void Tensor::set(std::int64_t i, double v) {
-  if (device() != DeviceKind::cpu) throw TypeError("Tensor::set: the tensor lives on a GPU; copy it to the host");
-  check_flat_index("Tensor::set", i);
-  const std::int64_t off = is_contiguous() ? i : strided_offset(i, shape_, strides_);
+  const std::int64_t off = flat_offset("Tensor::set", i);
   auto* p16 = static_cast<std::uint16_t*>(raw());
   if (dtype_ == DType::float16) { p16[off] = float_to_half(static_cast<float>(v)); return; }
   if (dtype_ == DType::bfloat16) { p16[off] = float_to_bf16(static_cast<float>(v)); return; }

@@ -123,7 +123,8 @@ class Tensor {
 
  private:
   void check_dtype(DType want) const;
-  void check_flat_index(const char* op, std::int64_t i) const;  // 0 <= i < numel(), else ShapeError
+  /// Storage offset of flat row-major element i; TypeError off the host, ShapeError unless 0 <= i < numel().
+  std::int64_t flat_offset(const char* op, std::int64_t i) const;
   std::int64_t element_offset(std::initializer_list<std::int64_t> index) const;
   std::shared_ptr<Storage> storage_;
   DType dtype_ = DType::float32;
