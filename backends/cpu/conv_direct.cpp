@@ -62,9 +62,11 @@ class DirectAlgorithm final : public ConvAlgorithm {
         const double eff = kPixelVectorsEfficiency * used * reduction / (reduction + kPixelVectorsOverheadSteps);
         return work / (peak * eff) + traffic / m.bytes_per_s() + kConvCallSeconds;
       }
-      // Destination channels go in the level's register blocks, zero-padded to whole vectors.
-      const KvecShape sh = kvec_shape(pl.ndst, cpu_isa_float_lanes(active_cpu_isa()), pl.grad_weights);
-      const double lanes = static_cast<double>(pl.ndst) / static_cast<double>(sh.padded());
+      // Destination channels go in the level's register blocks, zero-padded to whole vectors
+      // (paired groups: two groups' channels a block).
+      const i64 level_lanes = cpu_isa_float_lanes(active_cpu_isa()), nd = pl.tile_channels(level_lanes);
+      const KvecShape sh = kvec_shape(nd, level_lanes, pl.grad_weights);
+      const double lanes = static_cast<double>(nd) / static_cast<double>(sh.padded());
       // Forward and grad inputs store every output through a transpose in registers; grad
       // weights transposes dy once per chunk instead. The step counts are fitted, not
       // derived: 96 takes this kernel for the stem's forward (11 vs cpu.corrmm's 20 ms on

@@ -16,6 +16,11 @@
 // pixels, the tile's rows are (input channel, tap) pairs, and the vector operand is a
 // chunk of dy transposed to [pixel][output channel]; fixed slices of the pixels (however
 // many threads run them) sum into partial results that a last pass adds in order.
+// Half a vector of destination channels a group (8 with AVX-512: ResNeXt's groups) in an
+// even number of groups runs the groups in pairs (pair_groups): one vector holds both
+// groups' channels, lanes alternating between them, over a copy of the source whose pairs
+// of group planes interleave position by position, so one 64-bit broadcast gives each
+// half of the lanes its own group's source value.
 // Fewer than kKvecMinChannels destination channels turn the vectors around (pixel_vectors):
 // forward and grad inputs hold a row's consecutive positions in the vectors and broadcast
 // the weights; grad weights holds positions of dy and x rows and sums the lanes at the end.
@@ -118,6 +123,9 @@ struct KvecPlan {
   std::array<i64, 3> pstride{1, 1, 1}, pad{};
   i64 phases = 1;
   bool pixel_vectors = false;  ///< fewer than kKvecMinChannels: positions in the vectors
+  /// Forward and grad inputs, kKvecMinChannels destination channels in an even number of
+  /// groups: a level whose vectors hold twice that runs the groups in pairs (paired()).
+  bool pair_groups = false;
   i64 N = 0, G = 1, nsrc = 0, ndst = 0, nblocks = 0, taps = 0;
   i64 slices = 1, tile_rows = 0;  ///< grad weights: pixel slices, (channel, tap) rows at most
   i64 dst_numel = 0, src_numel = 0, padded_numel = 0;
@@ -173,6 +181,7 @@ struct KvecPlan {
       if (stride[2] != 1) return;  // positions of a vector would be a stride apart
       copy_src = true;             // its last tile's vectors may read past the source
     }
+    pair_groups = !grad_weights && ndst == kKvecMinChannels && G % 2 == 0;
     if (!copy_src) padded = src;  // read the source in place, with its own row lengths
     dst_numel = dst[0] * dst[1] * dst[2];
     src_numel = src[0] * src[1] * src[2];
@@ -195,10 +204,15 @@ struct KvecPlan {
     }
     packed_bytes = (packed_bytes + 63) / 64 * 64;
     const i64 slack = pixel_vectors ? kPixelSlack : 0;
-    src_bytes = copy_src ? static_cast<std::size_t>(N * G * nsrc * padded_numel + slack) * sizeof(float) : 0;
+    src_bytes = copy_src || pair_groups ? static_cast<std::size_t>(N * G * nsrc * padded_numel + slack) * sizeof(float) : 0;
     workspace = packed_bytes + src_bytes;
     usable = workspace <= p.workspace_limit;
   }
+
+  /// Whether a level with `lanes` floats a vector runs the groups in pairs (pair_groups),
+  /// always over the interleaved copy; and the destination channels its tiles then hold.
+  bool paired(i64 lanes) const { return pair_groups && lanes == 2 * ndst; }
+  i64 tile_channels(i64 lanes) const { return paired(lanes) ? 2 * ndst : ndst; }
 
   /// Phased (strided grad inputs): some pstride > 1. `phases` may still be 1 (every strided
   /// axis no wider than its stride: dx's only phase along it is 0).

@@ -62,6 +62,16 @@ std::vector<ConvCase> kvec_cases() {
       // set-up (AVX2: 2 of the 8), on images smaller than a unit (runs stop at their ends).
       make_conv_case("groups sharing a unit's pixels", {6, 64, 16, 16}, {64, 8, 3, 3}, 1, {1, 1}, {}, false, 8),
       make_conv_case("12 channels, 5x5", {3, 12, 7, 6}, {12, 12, 5, 5}, 2, {1, 1}),
+      // 8 destination channels in an even number of groups: AVX-512 runs the groups in
+      // pairs over an interleaved source copy, forward (5 source channels a group) and grad
+      // inputs (6 a group), a valid layer (no padding: the copy only interleaves), 3-D
+      // dilated, and strided grad inputs in phases.
+      make_conv_case("paired groups, 5 source channels", {2, 10, 9, 8}, {16, 5, 3, 3}, 1, {1, 1}, {}, false, 2),
+      make_conv_case("paired groups, grad inputs", {1, 32, 7, 9}, {24, 8, 3, 3}, "half", {1, 1}, {}, true, 4),
+      make_conv_case("paired groups, valid", {1, 16, 7, 9}, {16, 8, 2, 3}, "valid", {1, 1}, {}, false, 2),
+      make_conv_case("paired groups, 3-D dilated", {1, 16, 4, 5, 6}, {32, 8, 3, 3, 3}, 1, {1, 1, 1}, {1, 2, 1},
+                     false, 2),
+      make_conv_case("paired groups, strided", {2, 16, 9, 11}, {16, 8, 3, 3}, 1, {2, 2}, {}, false, 2),
       // Strided grad inputs runs in phases (dx's coordinates mod the stride), each a stride-1
       // correlation over the taps that reach it: 2-D, a 1-D phase no tap reaches (zeros),
       // 3-D with dilation and asymmetric pads, and padding wider than the kernel.
@@ -237,17 +247,19 @@ TEST_CASE("direct: an Inf in the input stays in the outputs whose window holds i
   // A valid 3x3 layer over rows of 23 (21 outputs: a partial last vector) with an Inf in
   // a row's last column, which only the last column tap reads. Grad weights with 2 output
   // channels runs the pixel-vector tiles, whose last vector's lanes past the row would
-  // read that column for the other taps; 16 channels run the channel-vectorised tiles.
+  // read that column for the other taps; 16 channels run the channel-vectorised tiles, in
+  // 2 groups of 8 (AVX-512) their paired form, whose broadcasts move the Inf as bits.
   const auto direct = make_cpu_direct_algorithm();
   ThreadPool pool(2);
-  const std::int64_t K = GENERATE(2, 16);
-  INFO("K = " << K);
-  const ConvCase c = make_conv_case("inf", {2, 3, 6, 23}, {K, 3, 3, 3}, "valid", {1, 1});
+  const auto [K, G] = GENERATE(std::pair<std::int64_t, std::int64_t>{2, 1}, std::pair<std::int64_t, std::int64_t>{16, 1},
+                               std::pair<std::int64_t, std::int64_t>{16, 2});
+  INFO("K = " << K << ", groups = " << G);
+  const ConvCase c = make_conv_case("inf", {2, 3 * G, 6, 23}, {K, 3, 3, 3}, "valid", {1, 1}, {}, false, G);
   for (ConvDirection dir : {ConvDirection::forward, ConvDirection::grad_weights}) {
     const ConvProblem p = c.problem(dir, DType::float32);
     REQUIRE(direct->workspace_bytes(p) > 0);
     ConvOperands ops = make_operands(p, 31);
-    ops.x[(1 * 3 + 2) * 6 * 23 + 3 * 23 + 22] = INFINITY;  // image 1, channel 2, row 3, last column
+    ops.x[(1 * 3 * G + 2) * 6 * 23 + 3 * 23 + 22] = INFINITY;  // image 1, channel 2, row 3, last column
     const std::vector<double> ref = reference_output(c.problem(dir, DType::float64), ops);
     const ConvRun run = run_cpu_conv(*direct, p, ops, &pool);
     INFO(p.key());

@@ -64,13 +64,38 @@ constexpr double kSkippedTapsWorthLookUps = 8;
 using vkf = float __attribute__((vector_size(kL * sizeof(float))));
 static_assert(kKvecMaxBlock % (kL * kMaxNK) == 0 && kKvecMaxTileRows % kMaxP == 0);
 
-KvecShape shape_for(const KvecPlan& pl) { return kvec_shape(pl.ndst, kL, pl.grad_weights); }
+KvecShape shape_for(const KvecPlan& pl) { return kvec_shape(pl.tile_channels(kL), kL, pl.grad_weights); }
+
+/// The two floats at `at` in every pair of lanes (paired groups: lane 2i the first group's
+/// value, 2i + 1 the second's), as one 64-bit broadcast; moved as integers, so the bits
+/// arrive unchanged.
+inline vkf pair_broadcast(const float* at) {
+  using vkq = std::int64_t __attribute__((vector_size(kL * sizeof(float))));
+  std::int64_t bits;
+  std::memcpy(&bits, at, sizeof bits);
+  return reinterpret_cast<vkf>(vkq{} + bits);
+}
+
+/// Paired groups' results in channel order: of each pixel's kL floats, the even lanes (the
+/// first group's channels) then the odd ones (the second's, its next channels in NCHW).
+void pairs_to_channels(float* acc, i64 pixels) {
+#if CONVGRAPH_ISA_AVX512
+  for (i64 j = 0; j < pixels; ++j) {
+    vkf v;
+    std::memcpy(&v, acc + j * kL, sizeof v);
+    v = __builtin_shufflevector(v, v, 0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    std::memcpy(acc + j * kL, &v, sizeof v);
+  }
+#else
+  (void)acc, (void)pixels;  // only AVX-512's vectors hold two groups
+#endif
+}
 
 /// acc[p][*] (+)= sum_{q in [q0, q1), t < nt} src[p][q * qstride + taps[t]] * w[q][t][*] for
 /// P rows and NK vectors (w's rows T taps apart), with acc held in io ([P][NK * kL]):
 /// zero-started when `init`, else loaded. Taps t = u mod U go to accumulator set u, added
-/// up at the end.
-template <int P, int NK, int U>
+/// up at the end. kPair: each source read is a pair of floats (pair_broadcast).
+template <int P, int NK, int U, bool kPair = false>
 void tile(const float* const* src, const float* w, const i64* taps, i64 T, i64 nt, i64 q0, i64 q1, i64 qstride,
           float* io, bool init) {
   constexpr int B = NK * kL;
@@ -102,9 +127,15 @@ void tile(const float* const* src, const float* w, const i64* taps, i64 T, i64 n
     for (int p = 0; p < P; ++p)
 #pragma GCC unroll 3
       for (int u = 0; u < kN; ++u) {
-        const float x = s[p][o[u]];
+        if constexpr (kPair) {
+          const vkf x = pair_broadcast(s[p] + o[u]);
 #pragma GCC unroll 4
-        for (int v = 0; v < NK; ++v) acc[u][p][v] += x * wv[u][v];
+          for (int v = 0; v < NK; ++v) acc[u][p][v] += x * wv[u][v];
+        } else {
+          const float x = s[p][o[u]];
+#pragma GCC unroll 4
+          for (int v = 0; v < NK; ++v) acc[u][p][v] += x * wv[u][v];
+        }
       }
   };
   for (i64 q = q0; q < q1; ++q) {
@@ -319,9 +350,11 @@ auto pixel_tile_for(i64 kb, i64 n) {
 
 using TileFn = void (*)(const float* const*, const float*, const i64*, i64, i64, i64, i64, i64, float*, bool);
 
-/// The one tile function of each shape kvec_shape gives this level.
-TileFn tile_for(const KvecShape& sh) {
+/// The one tile function of each shape kvec_shape gives this level (paired groups: one
+/// vector of channels, at AVX-512).
+TileFn tile_for(const KvecShape& sh, bool paired) {
 #if CONVGRAPH_ISA_AVX512
+  if (paired) return &tile<8, 1, 3, true>;
   if (sh.vectors == 1) return &tile<8, 1, 3>;
   if (sh.vectors == 2) return &tile<6, 2, 2>;
   if (sh.vectors == 3) return &tile<8, 3, 1>;
@@ -334,7 +367,7 @@ TileFn tile_for(const KvecShape& sh) {
 #else
   if (sh.vectors == 2) return &tile<6, 2, 1>;
 #endif
-  (void)sh;
+  (void)sh, (void)paired;
   return nullptr;
 }
 
@@ -345,9 +378,13 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
   const ConvGeometry g(p);
   const KvecPlan pl(p);
   const KvecShape sh = shape_for(pl);
+  // Paired groups (KvecPlan::pair_groups): units of two groups, GU of them with ndu
+  // destination channels each, over source positions of F floats (one of each group's).
+  const bool paired = pl.paired(kL);
+  const i64 GU = paired ? p.G / 2 : p.G, ndu = pl.tile_channels(kL), F = paired ? 2 : 1;
   // Blocks of B channels (pixel vectors: all of them, unpadded), tiles of P rows.
   const i64 nkb = pl.pixel_vectors ? 1 : sh.blocks, B = pl.pixel_vectors ? pl.ndst : sh.block(), P = sh.rows;
-  const TileFn fn = tile_for(sh);
+  const TileFn fn = tile_for(sh, paired);
   const i64 T = pl.taps, Q = pl.nsrc;
   auto* packed = static_cast<float*>(ctx.workspace);
   const auto* w = static_cast<const float*>(t.w);
@@ -405,16 +442,19 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
     tap_off.resize(static_cast<std::size_t>(T), 0);
     tap_w.resize(static_cast<std::size_t>(T), 0);
   }
+  if (paired)
+    for (i64& off : tap_off) off *= F;
 
-  // Weights: packed[grp][kb][q][tap][B], zero beyond the last destination channel.
+  // Weights: packed[unit][kb][q][tap][B], zero beyond the last destination channel; a unit
+  // is a group, or a pair of them whose channels alternate lane by lane.
   // w is [K][Cg][taps]: destination channel d and source q are (k, c) forward, (c, k) in
   // grad inputs.
-  if (!pl.grad_weights) parallel_over(ctx, p.G * nkb * Q, [&](i64 begin, i64 end) {
+  if (!pl.grad_weights) parallel_over(ctx, GU * nkb * Q, [&](i64 begin, i64 end) {
     for (i64 idx = begin; idx < end; ++idx) {
-      const i64 q = idx % Q, kb = idx / Q % nkb, grp = idx / Q / nkb;
+      const i64 q = idx % Q, kb = idx / Q % nkb, gu = idx / Q / nkb;
       float* out = packed + idx * T * B;
       for (i64 dd = 0; dd < B; ++dd) {
-        const i64 d = kb * B + dd;
+        const i64 grp = paired ? 2 * gu + dd % 2 : gu, d = paired ? dd / 2 : kb * B + dd;
         if (d >= pl.ndst) {
           for (i64 tp = 0; tp < T; ++tp) out[tp * B + dd] = 0.0f;
           continue;
@@ -426,31 +466,42 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
     }
   });
 
-  // The source, zero-padded so every tap of every pixel reads inside it.
+  // The source, zero-padded so every tap of every pixel reads inside it; paired groups'
+  // planes interleaved, each position the first group's value then the second's.
   const float* padded = src;
-  if (pl.copy_src) {
+  if (pl.copy_src || paired) {
     auto* buf = reinterpret_cast<float*>(reinterpret_cast<char*>(ctx.workspace) + pl.packed_bytes);
-    parallel_over(ctx, pl.N * p.G * Q, [&](i64 begin, i64 end) {
-      for (i64 plane = begin; plane < end; ++plane) {
-        const float* in = src + plane * pl.src_numel;
-        float* out = buf + plane * pl.padded_numel;
-        for (i64 a = 0; a < pl.padded[0]; ++a)
-          for (i64 b = 0; b < pl.padded[1]; ++b) {
-            float* row = out + (a * pl.padded[1] + b) * pl.padded[2];
-            const i64 ia = a - pl.lowpad[0], ib = b - pl.lowpad[1];
-            if (ia < 0 || ia >= pl.src[0] || ib < 0 || ib >= pl.src[1]) {
-              std::fill(row, row + pl.padded[2], 0.0f);
-              continue;
+    const auto copy_planes = [&]<int kF>(std::integral_constant<int, kF>) {
+      parallel_over(ctx, pl.N * GU * Q, [&](i64 begin, i64 end) {
+        for (i64 unit_plane = begin; unit_plane < end; ++unit_plane) {
+          // The unit's kF source planes (image n, groups kF * gu + f, channel q), whose rows
+          // interleave position by position.
+          const i64 q = unit_plane % Q, gu = unit_plane / Q % GU, n = unit_plane / Q / GU;
+          const float* in = src + ((n * p.G + kF * gu) * Q + q) * pl.src_numel;
+          const i64 group_floats = Q * pl.src_numel;
+          float* out = buf + unit_plane * pl.padded_numel * kF;
+          for (i64 a = 0; a < pl.padded[0]; ++a)
+            for (i64 b = 0; b < pl.padded[1]; ++b) {
+              float* row = out + (a * pl.padded[1] + b) * pl.padded[2] * kF;
+              const i64 ia = a - pl.lowpad[0], ib = b - pl.lowpad[1];
+              const bool inside = ia >= 0 && ia < pl.src[0] && ib >= 0 && ib < pl.src[1];
+              const i64 lo = inside ? std::clamp<i64>(pl.lowpad[2], 0, pl.padded[2]) : pl.padded[2];
+              const i64 hi = inside ? std::clamp<i64>(pl.lowpad[2] + pl.src[2], lo, pl.padded[2]) : lo;
+              std::fill(row, row + lo * kF, 0.0f);
+              if (hi > lo) {
+                const float* irow = in + (ia * pl.src[1] + ib) * pl.src[2] + (lo - pl.lowpad[2]);
+                float* o = row + lo * kF;
+                for (i64 i = 0; i < hi - lo; ++i)
+#pragma GCC unroll 2
+                  for (i64 f = 0; f < kF; ++f) o[i * kF + f] = irow[f * group_floats + i];
+              }
+              std::fill(row + hi * kF, row + pl.padded[2] * kF, 0.0f);
             }
-            const float* irow = in + (ia * pl.src[1] + ib) * pl.src[2];
-            const i64 lo = std::clamp<i64>(pl.lowpad[2], 0, pl.padded[2]);
-            const i64 hi = std::clamp<i64>(pl.lowpad[2] + pl.src[2], lo, pl.padded[2]);
-            std::fill(row, row + lo, 0.0f);
-            std::copy(irow + (lo - pl.lowpad[2]), irow + (hi - pl.lowpad[2]), row + lo);
-            std::fill(row + hi, row + pl.padded[2], 0.0f);
-          }
-      }
-    });
+        }
+      });
+    };
+    if (paired) copy_planes(std::integral_constant<int, 2>{});
+    else copy_planes(std::integral_constant<int, 1>{});
     // What the pixel-vector tiles' last whole vectors read past the copy: zeros.
     if (pl.pixel_vectors) std::fill_n(buf + pl.N * p.G * Q * pl.padded_numel, kPixelSlack, 0.0f);
     padded = buf;
@@ -587,7 +638,7 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
       next();
     }
   };
-  const i64 src_image = src_channels * pl.padded_numel;
+  const i64 src_image = Q * GU * pl.padded_numel;  // source positions (of F floats) an image
 
   if (pl.grad_weights) {
     // Tile rows are (input channel, tap) pairs r = q * T + t; the last tile repeats its last.
@@ -710,8 +761,8 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
   // a chunk, weights and windows 48 KiB: 8.0 -> 6.5-6.6 ms at 17). A unit's segments read
   // about the same window, each over seg_pixels positions.
   const i64 last = std::min(seg_pixels, pl.N * phases[0].numel()) - 1;
-  const i64 window = PixelWalk(pl, phases[0], last, pl.padded_numel, 0).src +
-                     *std::max_element(tap_off.begin(), tap_off.end()) + 1;
+  const i64 window = F * PixelWalk(pl, phases[0], last, pl.padded_numel, 0).src +
+                     *std::max_element(tap_off.begin(), tap_off.end()) + F;
   const i64 weights = T * B * static_cast<i64>(sizeof(float));
   i64 qc = std::clamp<i64>(cpu_cache_sizes().l1d / (weights + window * static_cast<i64>(sizeof(float))), 1,
                            std::max<i64>(1, kChunkBytes / weights));
@@ -753,7 +804,7 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
   // stride-2 layer, 32 groups of 8 channels: 1-4 taps of 8 channels). One group a unit made
   // it 2.2x slower (Zen 3, 8x256x56x56, 3x3, stride 2, 32 groups: 28 -> 12.6 ms on 1
   // thread, 12.2 -> 9.2 on 2).
-  const i64 blocks = p.G * nkb;
+  const i64 blocks = GU * nkb;
   i64 per_unit = blocks;  // (group, block) pairs a unit runs
   while (per_unit > 1 && (blocks + per_unit - 1) / per_unit * ngroups < 16 * threads) per_unit = (per_unit + 1) / 2;
   const i64 nbu = (blocks + per_unit - 1) / per_unit;
@@ -784,7 +835,7 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
         for (i64 j = 0; j < npix;) {
           const i64 m = std::min(npix - j, at.row_left()), src0 = at.src, dst0 = at.dst;
           for (i64 k = 0; k < m; ++k) {
-            bases[j + k] = padded + src0 + k * s2;
+            bases[j + k] = padded + F * (src0 + k * s2);
             dst_off[j + k] = dst0 + k * d2;
           }
           j += m;
@@ -807,12 +858,12 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
               continue;
             }
             if (at.o2 >= phs.extent[2]) {  // a ghost (never in the first segment)
-              bases[j] = padded + at.src - pl.stride[2];  // its row neighbour, in this phase
+              bases[j] = padded + F * (at.src - pl.stride[2]);  // its row neighbour, in this phase
               dst_off[j] = -1;
               at.next();
               continue;
             }
-            bases[j] = padded + at.src;
+            bases[j] = padded + F * at.src;
             dst_off[j] = at.dst;
             if (!every_tap) {
               const i64 o[3] = {at.o0, at.o1, at.o2};
@@ -855,13 +906,13 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
         at += len * segs;
       }
       for (i64 blk = bu * per_unit; blk < std::min(blocks, (bu + 1) * per_unit); ++blk) {
-        const i64 grp = blk / nkb, kb = blk % nkb;
+        const i64 gu = blk / nkb, kb = blk % nkb;
         const i64 d0 = kb * B;
-        const i64 nd = std::min<i64>(B, pl.ndst - d0);
-        const float* wb = packed + (grp * nkb + kb) * Q * T * B;
-        const i64 group_offset = grp * Q * pl.padded_numel;  // bases are group 0's
+        const i64 nd = std::min<i64>(B, ndu - d0);
+        const float* wb = packed + (gu * nkb + kb) * Q * T * B;
+        const i64 group_offset = gu * Q * pl.padded_numel * F;  // bases are unit 0's
         const float* rows[kMaxP];
-        float* const dst_block = dst + (grp * pl.ndst + d0) * pl.dst_numel;  // the block's first plane
+        float* const dst_block = dst + (gu * ndu + d0) * pl.dst_numel;  // the block's first plane
         for (i64 q0 = 0; q0 < Q; q0 += qc)
           for (i64 i = 0; i < ntiles; ++i) {
             // The block's destination lines are fetched for writing while its tiles run
@@ -873,8 +924,9 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
                   prefetch_span<true, 3>(dst_block + dd * pl.dst_numel + dst_off[run_at[r]], run_len[r]);
             for (i64 r = 0; r < P; ++r) rows[r] = bases[i * P + r] + group_offset;
             fn(rows, wb + tap0[i] * B, tap_off.data() + tap0[i], T, ntap[i], q0, std::min(Q, q0 + qc),
-               pl.padded_numel, acc + i * P * B, q0 == 0);
+               pl.padded_numel * F, acc + i * P * B, q0 == 0);
           }
+        if (paired) pairs_to_channels(acc, ntiles * P);
         // Transposed store, run by run: each destination channel's pixels are contiguous
         // within an image. `out` holds the run's pixels in order (acc, or stage where
         // segments interleave): pixel j's channel dd is at j * B + dd.
@@ -918,7 +970,7 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
         }
         if (pl.grad_inputs || t.epilogue.empty()) continue;
         for (i64 dd = 0; dd < nd; ++dd) {  // the epilogue on each run
-          const i64 ch = grp * pl.ndst + d0 + dd;
+          const i64 ch = gu * ndu + d0 + dd;
           for (i64 j = 0, e; j < npix; j = e) {
             e = run_end(j);
             const i64 at = ch * pl.dst_numel + dst_off[j];
