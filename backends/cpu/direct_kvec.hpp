@@ -20,7 +20,8 @@
 // even number of groups runs the groups in pairs (pair_groups): one vector holds both
 // groups' channels, lanes alternating between them, over a copy of the source whose pairs
 // of group planes interleave position by position, so one 64-bit broadcast gives each
-// half of the lanes its own group's source value.
+// half of the lanes its own group's source value (grad weights: its x, beside dy chunks
+// whose two groups' channels alternate likewise).
 // Fewer than kKvecMinChannels destination channels turn the vectors around (pixel_vectors):
 // forward and grad inputs hold a row's consecutive positions in the vectors and broadcast
 // the weights; grad weights holds positions of dy and x rows and sums the lanes at the end.
@@ -123,8 +124,8 @@ struct KvecPlan {
   std::array<i64, 3> pstride{1, 1, 1}, pad{};
   i64 phases = 1;
   bool pixel_vectors = false;  ///< fewer than kKvecMinChannels: positions in the vectors
-  /// Forward and grad inputs, kKvecMinChannels destination channels in an even number of
-  /// groups: a level whose vectors hold twice that runs the groups in pairs (paired()).
+  /// kKvecMinChannels destination channels in an even number of groups: a level whose
+  /// vectors hold twice that runs the groups in pairs (paired()).
   bool pair_groups = false;
   i64 N = 0, G = 1, nsrc = 0, ndst = 0, nblocks = 0, taps = 0;
   i64 slices = 1, tile_rows = 0;  ///< grad weights: pixel slices, (channel, tap) rows at most
@@ -181,7 +182,7 @@ struct KvecPlan {
       if (stride[2] != 1) return;  // positions of a vector would be a stride apart
       copy_src = true;             // its last tile's vectors may read past the source
     }
-    pair_groups = !grad_weights && ndst == kKvecMinChannels && G % 2 == 0;
+    pair_groups = ndst == kKvecMinChannels && G % 2 == 0;
     if (!copy_src) padded = src;  // read the source in place, with its own row lengths
     dst_numel = dst[0] * dst[1] * dst[2];
     src_numel = src[0] * src[1] * src[2];

@@ -91,6 +91,22 @@ void pairs_to_channels(float* acc, i64 pixels) {
 #endif
 }
 
+/// The inverse of pairs_to_channels, for grad weights' dy chunks: of each pixel's kL
+/// channels (two groups' in order), the first group's channel i to lane 2i, the second's
+/// to 2i + 1.
+void channels_to_pairs(float* dyt, i64 pixels) {
+#if CONVGRAPH_ISA_AVX512
+  for (i64 j = 0; j < pixels; ++j) {
+    vkf v;
+    std::memcpy(&v, dyt + j * kL, sizeof v);
+    v = __builtin_shufflevector(v, v, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+    std::memcpy(dyt + j * kL, &v, sizeof v);
+  }
+#else
+  (void)dyt, (void)pixels;
+#endif
+}
+
 /// acc[p][*] (+)= sum_{q in [q0, q1), t < nt} src[p][q * qstride + taps[t]] * w[q][t][*] for
 /// P rows and NK vectors (w's rows T taps apart), with acc held in io ([P][NK * kL]):
 /// zero-started when `init`, else loaded. Taps t = u mod U go to accumulator set u, added
@@ -646,27 +662,27 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
     std::vector<i64> row_off(static_cast<std::size_t>(ntr * P));
     for (i64 r = 0; r < ntr * P; ++r) {
       const i64 rr = std::min(r, R - 1);
-      row_off[static_cast<std::size_t>(r)] = rr / T * pl.padded_numel + tap_off[static_cast<std::size_t>(rr % T)];
+      row_off[static_cast<std::size_t>(r)] = rr / T * pl.padded_numel * F + tap_off[static_cast<std::size_t>(rr % T)];
     }
     const i64 S = pl.slices, per = (pixels + S - 1) / S;
     const i64 tile_floats = P * B;
-    auto partial_at = [&](i64 grp, i64 kb, i64 s) { return packed + ((grp * nkb + kb) * S + s) * ntr * tile_floats; };
+    auto partial_at = [&](i64 gu, i64 kb, i64 s) { return packed + ((gu * nkb + kb) * S + s) * ntr * tile_floats; };
     // Small layers have fewer (group, block, slice) units than threads (8x8 images: one
     // slice); their tile rows are then split into spans, a task each (every span re-reads
     // the dy chunks, so a span keeps at least 4 tiles). Each partial sum is the same
     // whatever the split, so results do not depend on the thread count.
-    const i64 units = p.G * nkb * S, threads = ctx.pool != nullptr ? ctx.pool->size() : 1;
+    const i64 units = GU * nkb * S, threads = ctx.pool != nullptr ? ctx.pool->size() : 1;
     const i64 spans = std::clamp<i64>((4 * threads + units - 1) / units, 1, std::max<i64>(1, ntr / 4));
     parallel_over(ctx, units * spans, [&](i64 begin, i64 end) {
       alignas(64) float dyt[kChunkPixels * kKvecMaxBlock];  // dy chunk as [pixel][output channel]
       i64 dy_off[kChunkPixels], x_off[kChunkPixels];
       for (i64 idx = begin; idx < end; ++idx) {
         const i64 span = idx % spans, unit = idx / spans;
-        const i64 s = unit % S, kb = unit / S % nkb, grp = unit / S / nkb;
+        const i64 s = unit % S, kb = unit / S % nkb, gu = unit / S / nkb;
         const i64 tr0 = span * ntr / spans, tr1 = (span + 1) * ntr / spans, ntiles = tr1 - tr0;
-        const i64 d0 = kb * B, nd = std::min<i64>(B, pl.ndst - d0);
-        float* part = partial_at(grp, kb, s);
-        const float* xg = padded + grp * Q * pl.padded_numel;
+        const i64 d0 = kb * B, nd = std::min<i64>(B, ndu - d0);
+        float* part = partial_at(gu, kb, s);
+        const float* xg = padded + gu * Q * pl.padded_numel * F;
         const i64 lo = std::min(pixels, s * per), hi = std::min(pixels, lo + per);
         if (lo == hi)  // an empty slice adds zeros
           std::fill(part + tr0 * tile_floats, part + tr1 * tile_floats, 0.0f);
@@ -675,9 +691,9 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
           PixelWalk at(pl, phases[0], c0, src_image, g.K * pl.dst_numel);
           for (i64 j = 0; j < m; ++j, at.next()) {
             dy_off[j] = at.dst;
-            x_off[j] = at.src;
+            x_off[j] = at.src * F;
           }
-          const float* dyk = static_cast<const float*>(t.y) + (grp * pl.ndst + d0) * pl.dst_numel;
+          const float* dyk = static_cast<const float*>(t.y) + (gu * ndu + d0) * pl.dst_numel;
           i64 jv = 0, dv = 0;  // pixels and channels moved as whole blocks
           if (dy_off[m - 1] - dy_off[0] == m - 1)  // one image's consecutive pixels
             std::tie(dv, jv) = transpose_blocks(dyk + dy_off[0], pl.dst_numel, dyt, B, nd, m);
@@ -689,6 +705,7 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
             const float* row = dyk + dd * pl.dst_numel;
             for (i64 j = dd < dv ? jv : 0; j < m; ++j) dyt[j * B + dd] = row[dy_off[j]];
           }
+          if (paired) channels_to_pairs(dyt, m);
           // The next chunk's dy (its nd rows of pixels, when it continues this image) is
           // fetched during this chunk's tiles: the transpose above read nd rows at once,
           // more streams than the hardware prefetchers follow.
@@ -708,22 +725,25 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
     });
     // dw[k][q][tap] = the slices' partial sums, added in slice order: a (channel, tap) row
     // of a block at a time, whole rows of B channels added as vectors (one division per row).
+    // Paired groups' lanes alternate between the unit's two groups.
     auto* dw = static_cast<float*>(t.w);
-    parallel_over(ctx, p.G * nkb * Q, [&](i64 begin, i64 end) {
+    parallel_over(ctx, GU * nkb * Q, [&](i64 begin, i64 end) {
       alignas(64) float sum[kKvecMaxBlock];
       for (i64 idx = begin; idx < end; ++idx) {
-        const i64 q = idx % Q, kb = idx / Q % nkb, grp = idx / Q / nkb;
-        const i64 d0 = kb * B, nd = std::min<i64>(B, pl.ndst - d0);
-        float* out = dw + ((grp * g.Kg + d0) * g.Cg + q) * g.ker_numel;
+        const i64 q = idx % Q, kb = idx / Q % nkb, gu = idx / Q / nkb;
+        const i64 d0 = kb * B, nd = std::min<i64>(B, ndu - d0);
         for (i64 tp = 0; tp < T; ++tp) {
           const i64 r = q * T + tp, at = (r / P) * tile_floats + (r % P) * B;
           std::fill(sum, sum + B, 0.0f);
           for (i64 s = 0; s < S; ++s) {
-            const float* row = partial_at(grp, kb, s) + at;
+            const float* row = partial_at(gu, kb, s) + at;
             for (i64 dd = 0; dd < B; ++dd) sum[dd] += row[dd];
           }
-          const i64 w_at = tap_w[static_cast<std::size_t>(tp)];
-          for (i64 dd = 0; dd < nd; ++dd) out[dd * g.Cg * g.ker_numel + w_at] = sum[dd];
+          const i64 w_at = q * g.ker_numel + tap_w[static_cast<std::size_t>(tp)];
+          for (i64 dd = 0; dd < nd; ++dd) {
+            const i64 grp = paired ? 2 * gu + dd % 2 : gu, k = paired ? dd / 2 : d0 + dd;
+            dw[(grp * g.Kg + k) * g.Cg * g.ker_numel + w_at] = sum[dd];
+          }
         }
       }
     });
