@@ -4,6 +4,7 @@
 /// probes, JSON files and the machine description,
 /// and (bench_common_conv.cpp) one convolution problem with its buffers, its candidates,
 /// the timing of one candidate and the error check against the reference.
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -164,6 +165,9 @@ struct Candidate {
   /// What fast_run would lower the layer to without tuning (priority lowering with the
   /// cost model, optimizer/conv_lowering.hpp), so the bench can rate the default.
   bool default_choice = false;
+  /// The cost model's estimate (ConvAlgorithm::estimated_seconds on this machine's
+  /// measured model), in ms; NaN where the algorithm has none.
+  double estimated_ms = NAN;
 };
 /// The meta-optimizer's candidates for `p` under `mode` (optimizer/conv_lowering.hpp's
 /// meta_candidates: same selection semantics as conv_meta); with `all_algorithms` the

@@ -165,11 +165,13 @@ std::vector<Candidate> list_candidates(const Layer& layer, const ConvProblem& p,
   fast.metaopt_exclude.clear();
   const ConvCandidates lowering = conv_candidates(op, &p, mode.device, fast, reg);
   const auto usable = lowering.usable();
+  const MachineModel& machine = measured_machine(mode.threads);
   if (!usable.empty()) {
-    const AlgorithmPtr pick = lowers_by_cost(lowering, fast) ? cheapest_algorithm(usable, p, measured_machine(mode.threads))
-                                                             : usable.front();
+    const AlgorithmPtr pick = lowers_by_cost(lowering, fast) ? cheapest_algorithm(usable, p, machine) : usable.front();
     for (Candidate& c : out) c.default_choice = c.algorithm == pick;
   }
+  for (Candidate& c : out)
+    if (c.algorithm->applicable(p)) c.estimated_ms = c.algorithm->estimated_seconds(p, machine) * 1e3;
   return out;
 }
 

@@ -21,6 +21,7 @@ struct Record {
   std::string reason;  ///< why declined or not eligible, what failed or differed
   bool chosen = false, eligible = false, error_ok = false;
   bool default_choice = false;  ///< what fast_run picks without tuning (the cost model)
+  double estimated_ms = NAN;    ///< the cost model's estimate (NaN: none, or not applicable)
   double median_ms = NAN, min_ms = NAN, max_ms = NAN;
   std::vector<double> samples_ms;  ///< every timed run, in run order
   double flops = 0;                ///< the direct convolution's FLOPs (effective rate for FFT/Winograd)

@@ -266,6 +266,7 @@ Record make_record(const Workload& wl, const ErrorCheck& check, const Candidate&
   r.algorithm = c.algorithm->name();
   r.eligible = c.eligible;
   r.default_choice = c.default_choice;
+  r.estimated_ms = c.estimated_ms;
   r.reason = c.reason;
   r.workspace_bytes = c.workspace;
   r.flops = p.flops();

@@ -29,6 +29,7 @@ Json to_json(const Record& r) {
               {"error_ok", r.error_ok},
               {"chosen", r.chosen},
               {"default_choice", r.default_choice},
+              {"estimated_ms", r.estimated_ms},
               {"eligible", r.eligible},
               {"status", r.status},
               {"reason", r.reason},

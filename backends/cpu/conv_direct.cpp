@@ -34,12 +34,15 @@ class DirectAlgorithm final : public ConvAlgorithm {
     return pl.usable ? pl.workspace : 0;
   }
 
-  /// The pixel-vector tiles' fraction of the peak on whole vectors, and their per-row set-up
-  /// in reduction steps: a depthwise 3x3 layer's 9 steps a row left them 1.4-3.6x slower
-  /// than cpu.depthwise (Zen 3, 2 threads, 8x128x28x28), 12 keeps that choice; layers of a
-  /// few hundred steps and up (heads, RGB outputs) barely see it.
+  /// The pixel-vector tiles' fraction of the peak on whole vectors, and each tile call's
+  /// set-up in vector FMAs. A call runs kb x np FMAs a reduction step: a depthwise layer
+  /// (one source channel) has a step per tap, so 5x5 on rows of 28 makes 50 FMAs a call
+  /// and 7x7 on rows of 56 makes 196. Those ran at 0.14 and 0.2 of peak (Zen 5, 2 threads,
+  /// 8x96 channels), 2.3x and 1.3-1.8x slower than cpu.depthwise; a set-up of 12 reduction
+  /// steps a row put them at 0.3-0.35 and picked them. ResNeXt's 4-channel groups (432
+  /// FMAs a call) ran at 0.32; heads and RGB outputs (thousands) barely see it.
   static constexpr double kPixelVectorsEfficiency = 0.5;
-  static constexpr double kPixelVectorsOverheadSteps = 12;
+  static constexpr double kPixelVectorsCallFmas = 150;
 
   /// The channel-vectorised path runs near the FMA peak once its (source channel, tap)
   /// count amortises each tile's transposed store (grad weights: the transposed dy chunk),
@@ -52,14 +55,15 @@ class DirectAlgorithm final : public ConvAlgorithm {
     if (const KvecPlan pl(p); pl.usable) {
       const double reduction = static_cast<double>(pl.nsrc * pl.taps);
       if (pl.pixel_vectors) {
-        // Rows of positions in whole vectors of the tile's width; each FMA has its own load.
+        // Rows of positions in whole vectors (the last partial); each FMA has its own load.
         const i64 lanes = cpu_isa_float_lanes(active_cpu_isa());
         const i64 kb = std::min(pl.ndst, kPixelMaxChannels), row = pl.dst[2];
-        const i64 width = std::min(pixel_vectors_per_tile(kb), (row + lanes - 1) / lanes) * lanes;
-        const double used = static_cast<double>(row) / static_cast<double>((row + width - 1) / width * width);
+        const i64 np = std::min(pixel_vectors_per_tile(kb), (row + lanes - 1) / lanes);
+        const double used = static_cast<double>(row) / static_cast<double>((row + lanes - 1) / lanes * lanes);
         const double work = 2.0 * static_cast<double>(pl.N * pl.G * pl.ndst * pl.dst_numel) * reduction;
         const double traffic = 2.0 * static_cast<double>(pl.workspace) + operand_bytes(p);
-        const double eff = kPixelVectorsEfficiency * used * reduction / (reduction + kPixelVectorsOverheadSteps);
+        const double call_fmas = reduction * static_cast<double>(kb * np);
+        const double eff = kPixelVectorsEfficiency * used * call_fmas / (call_fmas + kPixelVectorsCallFmas);
         return work / (peak * eff) + traffic / m.bytes_per_s() + kConvCallSeconds;
       }
       // Destination channels go in the level's register blocks, zero-padded to whole vectors

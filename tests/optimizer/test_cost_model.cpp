@@ -109,6 +109,18 @@ TEST_CASE("cost model: picks what the standard layers' timings favour", "[optimi
   CHECK(cheapest(problem(D::grad_weights, {8, 3, 224, 224}, {64, 3, 7, 7}, 2, 3)) == "cpu.direct");
   for (D dir : {D::forward, D::grad_inputs, D::grad_weights})
     CHECK(cheapest(problem(dir, {8, 64, 56, 56}, {64, 1, 3, 3}, 1, 1, 64)) == "cpu.depthwise");
+  // Depthwise 5x5 and 7x7 too: the direct kernel's pixel-vector tiles make short calls there
+  // (a tap a reduction step), 1.3-2.3x slower (Zen 5, 2 threads, 8x96 channels).
+  for (D dir : {D::forward, D::grad_inputs, D::grad_weights}) {
+    CHECK(cheapest(problem(dir, {8, 96, 28, 28}, {96, 1, 5, 5}, 1, 2, 96)) == "cpu.depthwise");
+    CHECK(cheapest(problem(dir, {8, 96, 56, 56}, {96, 1, 7, 7}, 1, 3, 96)) == "cpu.depthwise");
+  }
+  // ResNeXt's 32 groups: the direct kernel for 4-channel groups (pixel vectors; Winograd
+  // 1.3-2x slower) and for grad weights on 8-channel groups, where Winograd's per-group
+  // GEMMs of 8 rows ran at a fraction of the rate its estimate assumed (2.7x slower).
+  for (D dir : {D::forward, D::grad_inputs})
+    CHECK(cheapest(problem(dir, {8, 128, 56, 56}, {128, 4, 3, 3}, 1, 1, 32)) == "cpu.direct");
+  CHECK(cheapest(problem(D::grad_weights, {8, 256, 28, 28}, {256, 8, 3, 3}, 1, 1, 32)) == "cpu.direct");
   // Few channels (c3d_small, resnet8): Winograd's own kernel for a C = 3 3-D layer's forward
   // (1.4x faster than GEMM). resnet8's 16-channel grad weights is near a tie (Zen 4, 2
   // threads: direct 0.91, Winograd 1.08 ms), either may be picked, never GEMM (3x slower).

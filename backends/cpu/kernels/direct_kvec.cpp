@@ -592,11 +592,16 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
         const float* wg = packed + grp * Q * T * B;
         for (i64 c0 = 0; c0 < B; c0 += kPixelMaxChannels) {
           const i64 kb = std::min(kPixelMaxChannels, B - c0);
+          // Whole tiles of np vectors along the row, then one of as many as its rest needs
+          // (rows of 56: 48 + 16 positions, not 48 + 48 with 40 thrown away).
           const i64 np = std::min(pixel_vectors_per_tile(kb), (row_len + kL - 1) / kL);
           const auto fn = pixel_tile_for<PixelTiles>(kb, np);
-          for (i64 j = 0; j < row_len; j += np * kL)
-            fn(s + j, wg + c0, B, tap_off.data(), T, Q, pl.padded_numel, dst + d0 + c0 * pl.dst_numel + j,
-               pl.dst_numel, row_len - j);
+          for (i64 j = 0; j < row_len; j += np * kL) {
+            const i64 rest = (row_len - j + kL - 1) / kL;
+            (rest < np ? pixel_tile_for<PixelTiles>(kb, rest) : fn)(s + j, wg + c0, B, tap_off.data(), T, Q,
+                                                                   pl.padded_numel, dst + d0 + c0 * pl.dst_numel + j,
+                                                                   pl.dst_numel, row_len - j);
+          }
           if (pl.grad_inputs || t.epilogue.empty()) continue;
           for (i64 kk = 0; kk < kb; ++kk) {
             const i64 at = d0 + (c0 + kk) * pl.dst_numel;
