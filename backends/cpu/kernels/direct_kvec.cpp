@@ -507,9 +507,11 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
               if (hi > lo) {
                 const float* irow = in + (ia * pl.src[1] + ib) * pl.src[2] + (lo - pl.lowpad[2]);
                 float* o = row + lo * kF;
-                for (i64 i = 0; i < hi - lo; ++i)
+                if constexpr (kF == 1) std::copy(irow, irow + (hi - lo), o);
+                else
+                  for (i64 i = 0; i < hi - lo; ++i)
 #pragma GCC unroll 2
-                  for (i64 f = 0; f < kF; ++f) o[i * kF + f] = irow[f * group_floats + i];
+                    for (i64 f = 0; f < kF; ++f) o[i * kF + f] = irow[f * group_floats + i];
               }
               std::fill(row + hi * kF, row + pl.padded[2] * kF, 0.0f);
             }
