@@ -205,7 +205,8 @@ struct KvecPlan {
     }
     packed_bytes = (packed_bytes + 63) / 64 * 64;
     const i64 slack = pixel_vectors ? kPixelSlack : 0;
-    src_bytes = copy_src || pair_groups ? static_cast<std::size_t>(N * G * nsrc * padded_numel + slack) * sizeof(float) : 0;
+    const bool copied = copy_src || pair_groups;  // paired levels always copy (interleaving)
+    src_bytes = copied ? static_cast<std::size_t>(N * G * nsrc * padded_numel + slack) * sizeof(float) : 0;
     workspace = packed_bytes + src_bytes;
     usable = workspace <= p.workspace_limit;
   }

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
+#include <utility>
 #include <vector>
 
 #include "convgraph/backends/conv_algorithm.hpp"
@@ -251,8 +252,8 @@ TEST_CASE("direct: an Inf in the input stays in the outputs whose window holds i
   // 2 groups of 8 (AVX-512) their paired form, whose broadcasts move the Inf as bits.
   const auto direct = make_cpu_direct_algorithm();
   ThreadPool pool(2);
-  const auto [K, G] = GENERATE(std::pair<std::int64_t, std::int64_t>{2, 1}, std::pair<std::int64_t, std::int64_t>{16, 1},
-                               std::pair<std::int64_t, std::int64_t>{16, 2});
+  using KG = std::pair<std::int64_t, std::int64_t>;  // output channels, groups
+  const auto [K, G] = GENERATE(KG{2, 1}, KG{16, 1}, KG{16, 2});
   INFO("K = " << K << ", groups = " << G);
   const ConvCase c = make_conv_case("inf", {2, 3 * G, 6, 23}, {K, 3, 3, 3}, "valid", {1, 1}, {}, false, G);
   for (ConvDirection dir : {ConvDirection::forward, ConvDirection::grad_weights}) {

@@ -76,34 +76,22 @@ inline vkf pair_broadcast(const float* at) {
   return reinterpret_cast<vkf>(vkq{} + bits);
 }
 
-/// Paired groups' results in channel order: of each pixel's kL floats, the even lanes (the
-/// first group's channels) then the odd ones (the second's, its next channels in NCHW).
-void pairs_to_channels(float* acc, i64 pixels) {
+/// Paired groups' lanes rearranged, pixel by pixel (kL floats each). kToChannels: results
+/// into channel order, the even lanes (the first group's channels) then the odd ones (the
+/// second's, its next channels in NCHW). Else the inverse, for grad weights' dy chunks:
+/// the first group's channel i to lane 2i, the second's to 2i + 1.
+template <bool kToChannels>
+void permute_pairs(float* at, i64 pixels) {
 #if CONVGRAPH_ISA_AVX512
   for (i64 j = 0; j < pixels; ++j) {
     vkf v;
-    std::memcpy(&v, acc + j * kL, sizeof v);
-    v = __builtin_shufflevector(v, v, 0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
-    std::memcpy(acc + j * kL, &v, sizeof v);
+    std::memcpy(&v, at + j * kL, sizeof v);
+    if constexpr (kToChannels) v = __builtin_shufflevector(v, v, 0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    else v = __builtin_shufflevector(v, v, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+    std::memcpy(at + j * kL, &v, sizeof v);
   }
 #else
-  (void)acc, (void)pixels;  // only AVX-512's vectors hold two groups
-#endif
-}
-
-/// The inverse of pairs_to_channels, for grad weights' dy chunks: of each pixel's kL
-/// channels (two groups' in order), the first group's channel i to lane 2i, the second's
-/// to 2i + 1.
-void channels_to_pairs(float* dyt, i64 pixels) {
-#if CONVGRAPH_ISA_AVX512
-  for (i64 j = 0; j < pixels; ++j) {
-    vkf v;
-    std::memcpy(&v, dyt + j * kL, sizeof v);
-    v = __builtin_shufflevector(v, v, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
-    std::memcpy(dyt + j * kL, &v, sizeof v);
-  }
-#else
-  (void)dyt, (void)pixels;
+  (void)at, (void)pixels;  // only AVX-512's vectors hold two groups
 #endif
 }
 
@@ -712,7 +700,7 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
             const float* row = dyk + dd * pl.dst_numel;
             for (i64 j = dd < dv ? jv : 0; j < m; ++j) dyt[j * B + dd] = row[dy_off[j]];
           }
-          if (paired) channels_to_pairs(dyt, m);
+          if (paired) permute_pairs<false>(dyt, m);
           // The next chunk's dy (its nd rows of pixels, when it continues this image) is
           // fetched during this chunk's tiles: the transpose above read nd rows at once,
           // more streams than the hardware prefetchers follow.
@@ -953,7 +941,7 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
             fn(rows, wb + tap0[i] * B, tap_off.data() + tap0[i], T, ntap[i], q0, std::min(Q, q0 + qc),
                pl.padded_numel * F, acc + i * P * B, q0 == 0);
           }
-        if (paired) pairs_to_channels(acc, ntiles * P);
+        if (paired) permute_pairs<true>(acc, ntiles * P);
         // Transposed store, run by run: each destination channel's pixels are contiguous
         // within an image. `out` holds the run's pixels in order (acc, or stage where
         // segments interleave): pixel j's channel dd is at j * B + dd.
