@@ -298,18 +298,16 @@ class WinogradConv final : public ConvAlgorithm {
     // fitted on the resnet8 and c3d_small layers (3-64 channels, 2-8 tiles a row: Winograd
     // 1.1-1.8x faster than cpu.direct from 16x16 images up, 1.1-1.5x slower on 8x8) and
     // resnet_3x3_7 (512 channels: grad inputs 1.3x slower, grad weights 1.8x faster).
-    // Grad weights' GEMMs (c_out x c_in, reducing over the tiles) run sgemm's kernel near the
-    // rate the machine model measured even on 16-64 channels, since the tiles make a long
-    // reduction; its transforms are cheaper per element than the forward's, and its four
-    // phases' set-up and barriers cost about 0.1 ms. Fitted on 16 layers, Zen 4, 2 threads
-    // (3-512 channels, 7x7 to 128x128 images, groups of 1, 4 and 8: every estimate within
-    // 0.88-1.10x of the time; the fit before it was 1.1-2.3x too slow on 32-64 channels,
-    // so fast_run took cpu.direct for grouped 3x3 grad weights, measured 1.5x slower).
+    // Grad weights' GEMMs (c_out x c_in, reducing over the tiles) run sgemm's kernel, whose
+    // register block runs few rows (c_out: a group's output channels) at a fraction of its
+    // rate; its transforms are cheaper per element than the forward's, and its four phases'
+    // set-up and barriers cost about 0.1 ms. Fitted on 16 layers, Zen 4, 2 threads (3-512
+    // channels, 7x7 to 128x128 images, groups of 1, 4 and 8) with sat(c_out, 2), every
+    // estimate within 0.88-1.10x of the time; ResNeXt's 32 groups of 4-32 channels (Zen 5,
+    // 2 threads) then took 2.7-3.5x their estimates and were picked over cpu.direct, 1.3-2.2x
+    // faster. sat(c_out, 16) takes cpu.direct there and moves 64-channel layers' estimates
+    // 1.2x (they measured 1.1-1.4x theirs on Zen 5).
     const auto sat = [](std::int64_t x, double h) { return static_cast<double>(x) / (static_cast<double>(x) + h); };
-    // Grad weights' GEMMs have c_out rows, a group's output channels: sgemm's register block
-    // runs few rows at a fraction of its rate, so a grouped layer's (ResNeXt's 32 groups of
-    // 4-32 channels, Zen 5, 2 threads) took 2.7-3.5x its estimate at sat(c_out, 2) and was
-    // picked over cpu.direct, 1.3-2.2x faster; with 16, 64-channel layers move 1.2x.
     const double eff = gw ? 0.9 * sat(c_out, 16) * sat(c_in, 2) * sat(tiles, 16)
                           : 0.8 * sat(c_out, 4) * sat(c_in, 2) * sat(tiles, 32);
     const double fixed = gw ? 1e-4 : 0.0;

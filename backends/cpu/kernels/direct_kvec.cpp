@@ -15,7 +15,8 @@
 // channels in chunks whose weights fit in L1, keeping its partial sums in a small buffer,
 // and finally writes them transposed to the planar destination (plus the fused epilogue).
 // Grad weights runs the same tile over (input channel, tap) rows and dy transposed in
-// chunks of kChunkPixels pixels.
+// chunks of kChunkPixels pixels. With AVX-512, 8-channel groups run two to a vector over an
+// interleaved source copy (KvecPlan::pair_groups): units of two groups, positions of two floats.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
