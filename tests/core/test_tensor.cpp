@@ -1,6 +1,9 @@
 #include <catch2/catch.hpp>
 #include <convgraph/convgraph.hpp>
+#include <atomic>
 #include <cstdint>
+#include <thread>
+#include <vector>
 
 using namespace convgraph;
 
@@ -81,4 +84,103 @@ TEST_CASE("tensor: float16 and bfloat16 storage round-trip through casts", "[cor
   CHECK(b.get(1) == -2.5);
   CHECK(b.get(4) == Approx(0.333333).epsilon(4e-3));
   CHECK(b.astype(DType::float32).get(0) == 1.0);
+}
+
+namespace {
+/// Sets the host cache's limit for a test and restores it (emptied) afterwards.
+struct HostCacheLimit {
+  std::size_t saved = host_cache_limit();
+  explicit HostCacheLimit(std::size_t bytes) {
+    release_host_cache();
+    set_host_cache_limit(bytes);
+  }
+  ~HostCacheLimit() {
+    release_host_cache();
+    set_host_cache_limit(saved);
+  }
+};
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+}  // namespace
+
+TEST_CASE("tensor: freed host buffers from 256 KiB are reused for the same size, up to the limit", "[core][tensor]") {
+  HostCacheLimit limit(3 * kMiB);
+  void* first = nullptr;
+  {
+    const auto s = allocate_host(kMiB);
+    first = s->data;
+    CHECK(host_cache_bytes() == 0);
+  }
+  CHECK(host_cache_bytes() == kMiB);
+  {
+    const auto other = allocate_host(kMiB + 4096);  // another size: not that block
+    CHECK(other->data != first);
+    CHECK(host_cache_bytes() == kMiB);
+    const auto s = allocate_host(kMiB - 10);  // rounds to the same 64-byte multiple
+    CHECK(s->data == first);
+    CHECK(host_cache_bytes() == 0);
+    static_cast<char*>(s->data)[kMiB - 11] = 1;  // writable to the end
+  }
+  CHECK(host_cache_bytes() == 2 * kMiB + 4096);
+  {
+    const auto small = allocate_host(4000);  // below 256 KiB: freed, not kept
+  }
+  CHECK(host_cache_bytes() == 2 * kMiB + 4096);
+  {
+    const auto a = allocate_host(kMiB), b = allocate_host(kMiB), c = allocate_host(kMiB);
+    CHECK(host_cache_bytes() == kMiB + 4096);
+  }
+  CHECK(host_cache_bytes() <= 3 * kMiB);  // the third over the limit was freed
+  CHECK(host_cache_bytes() == kMiB + 4096 + kMiB);
+  CHECK(release_host_cache() == 2 * kMiB + 4096);
+  CHECK(host_cache_bytes() == 0);
+  {
+    const auto big = allocate_host(4 * kMiB);  // huge-page buffers keep their alignment
+    first = big->data;
+  }
+  {
+    const auto big = allocate_host(4 * kMiB);
+    CHECK(big->data == first);
+    CHECK(reinterpret_cast<std::uintptr_t>(big->data) % (2 * kMiB) == 0);
+  }
+  set_host_cache_limit(kMiB);  // lowering the limit releases what is over it
+  CHECK(host_cache_bytes() == 0);
+  set_host_cache_limit(0);
+  { const auto s = allocate_host(kMiB); }
+  CHECK(host_cache_bytes() == 0);
+}
+
+TEST_CASE("tensor: the host cache is safe from many threads", "[core][tensor]") {
+  HostCacheLimit limit(8 * kMiB);
+  std::vector<std::thread> threads;
+  std::atomic<int> bad{0};
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([t, &bad] {
+      for (int i = 0; i < 200; ++i) {
+        const std::size_t bytes = (std::size_t{256} << 10) << ((i + t) % 3);
+        const auto s = allocate_host(bytes);
+        auto* c = static_cast<unsigned char*>(s->data);
+        c[0] = c[bytes - 1] = static_cast<unsigned char>(t);
+        if (c[0] != t || c[bytes - 1] != t) ++bad;
+      }
+    });
+  for (auto& th : threads) th.join();
+  CHECK(bad == 0);
+  CHECK(host_cache_bytes() <= 8 * kMiB);
+}
+
+TEST_CASE("tensor: a function called again reuses its output's freed buffer", "[core][tensor]") {
+  HostCacheLimit limit(64 * kMiB);
+  Var x = input(DType::float32, {256, 1024}, "x");
+  Function f = compile({x}, {x * 2.0});
+  const Tensor in = Tensor::full(DType::float32, {256, 1024}, 1.5);
+  const void* first = nullptr;
+  {
+    const std::vector<Tensor> out = f({in});
+    first = out[0].raw();
+    CHECK(out[0].get(1000) == 3.0);
+  }
+  const std::vector<Tensor> again = f({in});
+  CHECK(again[0].raw() == first);
+  CHECK(again[0].get(1000) == 3.0);
+  CHECK(again[0].get(256 * 1024 - 1) == 3.0);
 }
