@@ -5,6 +5,8 @@
 #include <thread>
 #include <vector>
 
+#include "support/child_process.hpp"
+
 using namespace convgraph;
 
 TEST_CASE("tensor: construction, element access, 64-byte alignment", "[core][tensor]") {
@@ -133,12 +135,17 @@ TEST_CASE("tensor: freed host buffers from 256 KiB are reused for the same size,
   CHECK(host_cache_bytes() == kMiB + 4096 + kMiB);
   CHECK(release_host_cache() == 2 * kMiB + 4096);
   CHECK(host_cache_bytes() == 0);
+  set_host_cache_limit(8 * kMiB);
   {
     const auto big = allocate_host(4 * kMiB);  // huge-page buffers keep their alignment
     first = big->data;
   }
+  CHECK(host_cache_bytes() == 4 * kMiB);
   {
+    const auto almost = allocate_host(4 * kMiB - 1);  // the same rounded size, 64-byte aligned: not that block
+    CHECK(host_cache_bytes() == 4 * kMiB);
     const auto big = allocate_host(4 * kMiB);
+    CHECK(host_cache_bytes() == 0);
     CHECK(big->data == first);
     CHECK(reinterpret_cast<std::uintptr_t>(big->data) % (2 * kMiB) == 0);
   }
@@ -183,4 +190,30 @@ TEST_CASE("tensor: a function called again reuses its output's freed buffer", "[
   CHECK(again[0].raw() == first);
   CHECK(again[0].get(1000) == 3.0);
   CHECK(again[0].get(256 * 1024 - 1) == 3.0);
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+#define CONVGRAPH_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CONVGRAPH_TEST_ASAN 1
+#endif
+#endif
+
+TEST_CASE("tensor: a buffer held for reuse is poisoned for AddressSanitizer", "[core][tensor]") {
+#if defined(CONVGRAPH_TEST_ASAN)
+  HostCacheLimit limit(4 * kMiB);
+  const int rc = test::run_in_child([] {
+    volatile char* stale = nullptr;
+    {
+      const auto s = allocate_host(kMiB);
+      stale = static_cast<char*>(s->data);
+    }
+    stale[100] = 1;  // a use after release: ASan reports it and exits
+    return 0;
+  });
+  CHECK(rc != 0);
+#else
+  WARN("SKIPPED: only an AddressSanitizer build poisons held buffers");
+#endif
 }
