@@ -485,24 +485,23 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
           const float* in = src + ((n * p.G + kF * gu) * Q + q) * pl.src_numel;
           const i64 group_floats = Q * pl.src_numel;
           float* out = buf + unit_plane * pl.padded_numel * kF;
-          for (i64 a = 0; a < pl.padded[0]; ++a)
-            for (i64 b = 0; b < pl.padded[1]; ++b) {
-              float* row = out + (a * pl.padded[1] + b) * pl.padded[2] * kF;
-              const i64 ia = a - pl.lowpad[0], ib = b - pl.lowpad[1];
-              const bool inside = ia >= 0 && ia < pl.src[0] && ib >= 0 && ib < pl.src[1];
-              const i64 lo = inside ? std::clamp<i64>(pl.lowpad[2], 0, pl.padded[2]) : pl.padded[2];
-              const i64 hi = inside ? std::clamp<i64>(pl.lowpad[2] + pl.src[2], lo, pl.padded[2]) : lo;
-              std::fill(row, row + lo * kF, 0.0f);
-              if (hi > lo) {
-                const float* irow = in + (ia * pl.src[1] + ib) * pl.src[2] + (lo - pl.lowpad[2]);
-                float* o = row + lo * kF;
-                if constexpr (kF == 1) std::copy(irow, irow + (hi - lo), o);
-                else
-                  for (i64 i = 0; i < hi - lo; ++i)
+          // The plane's zeros in one pass, then the source rows: two fills and a copy a
+          // row cost more than the copying on short rows (Zen 5, 2 threads, 8x512x14x14,
+          // 32 groups: forward 1.02 -> 0.90 ms).
+          std::memset(out, 0, static_cast<std::size_t>(pl.padded_numel * kF) * sizeof(float));
+          const i64 lo = std::clamp<i64>(pl.lowpad[2], 0, pl.padded[2]);
+          const i64 hi = std::clamp<i64>(pl.lowpad[2] + pl.src[2], lo, pl.padded[2]);
+          const i64 a0 = std::max<i64>(0, pl.lowpad[0]), a1 = std::min(pl.padded[0], pl.lowpad[0] + pl.src[0]);
+          const i64 b0 = std::max<i64>(0, pl.lowpad[1]), b1 = std::min(pl.padded[1], pl.lowpad[1] + pl.src[1]);
+          for (i64 a = a0; a < a1 && hi > lo; ++a)
+            for (i64 b = b0; b < b1; ++b) {
+              float* o = out + ((a * pl.padded[1] + b) * pl.padded[2] + lo) * kF;
+              const float* irow = in + ((a - pl.lowpad[0]) * pl.src[1] + b - pl.lowpad[1]) * pl.src[2] + lo - pl.lowpad[2];
+              if constexpr (kF == 1) std::memcpy(o, irow, static_cast<std::size_t>(hi - lo) * sizeof(float));
+              else
+                for (i64 i = 0; i < hi - lo; ++i)
 #pragma GCC unroll 2
-                    for (i64 f = 0; f < kF; ++f) o[i * kF + f] = irow[f * group_floats + i];
-              }
-              std::fill(row + hi * kF, row + pl.padded[2] * kF, 0.0f);
+                  for (i64 f = 0; f < kF; ++f) o[i * kF + f] = irow[f * group_floats + i];
             }
         }
       });
