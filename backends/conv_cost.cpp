@@ -53,7 +53,6 @@ MachineModel measure() {
   // memory from the allocator the operands come from.
   const std::size_t bytes = std::size_t{32} << 20;
   const auto src = allocate_host(bytes), dst = allocate_host(bytes);
-  for (Storage* s : {src.get(), dst.get()}) s->deleter = [](void* p) { std::free(p); };  // one-off: not kept for reuse
   std::memset(src->data, 1, bytes);
   std::memset(dst->data, 0, bytes);
   const double copy_s = best_seconds([&] { std::memcpy(dst->data, src->data, bytes); });

@@ -7,14 +7,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <new>
 #include <sstream>
-#include <map>
-#include <utility>
-#include <vector>
-
-#include <sanitizer/asan_interface.h>  // ASAN_(UN)POISON_MEMORY_REGION: no-ops without ASan
 
 #include <sys/mman.h>
 #include <sys/sysinfo.h>
@@ -47,102 +41,7 @@ std::size_t machine_memory_bytes() {
 // pages, 11 on 2 MiB pages. Smaller buffers keep 64-byte alignment (no 2 MiB rounding).
 constexpr std::size_t kHugePage = std::size_t{2} << 20;
 constexpr std::size_t kHugePagesFrom = std::size_t{4} << 20;
-
-// Freed host buffers from kCachedFrom up are kept and handed out again for a request of
-// the same rounded size. A Function returns fresh output tensors on every call, and glibc
-// gives buffers this large back to the kernel when they are freed, so each call faulted
-// its outputs' pages in again, zeroed by the kernel: a grouped stride-2 convolution
-// (8x256x56x56, 32 groups, 6.4 MB out) took 3.2-3.5 ms a call, 2.5-2.8 with reuse (Zen 5,
-// 2 threads). Intermediates live in the Function's arena already.
-constexpr std::size_t kCachedFrom = std::size_t{256} << 10;
-
-class HostBlockCache {
- public:
-  /// A cached block of exactly `bytes` (a rounded size) and `align`, or nullptr.
-  void* take(std::size_t bytes, std::size_t align) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = blocks_.find({bytes, align});
-    if (it == blocks_.end() || it->second.empty()) return nullptr;
-    void* p = it->second.back();  // the most recently freed: the likeliest still in cache
-    it->second.pop_back();
-    held_ -= bytes;
-    ASAN_UNPOISON_MEMORY_REGION(p, bytes);
-    return p;
-  }
-  /// Keeps `p` for reuse, or frees it when that would hold more than the limit.
-  void put(void* p, std::size_t bytes, std::size_t align) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (held_ + bytes <= limit_) {
-        blocks_[{bytes, align}].push_back(p);
-        held_ += bytes;
-        ASAN_POISON_MEMORY_REGION(p, bytes);  // a use after the tensor's release stays an error
-        return;
-      }
-    }
-    std::free(p);
-  }
-  std::size_t release() {
-    std::map<std::pair<std::size_t, std::size_t>, std::vector<void*>> gone;
-    std::size_t bytes = 0;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      gone.swap(blocks_);
-      bytes = std::exchange(held_, 0);
-    }
-    for (auto& [key, list] : gone)
-      for (void* p : list) {
-        ASAN_UNPOISON_MEMORY_REGION(p, key.first);
-        std::free(p);
-      }
-    return bytes;
-  }
-  std::size_t held() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return held_;
-  }
-  std::size_t limit() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return limit_;
-  }
-  void set_limit(std::size_t bytes) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      limit_ = bytes;
-      if (held_ <= limit_) return;
-    }
-    release();
-  }
-
- private:
-  std::mutex mu_;
-  std::map<std::pair<std::size_t, std::size_t>, std::vector<void*>> blocks_;  // by (size, alignment)
-  std::size_t held_ = 0;
-  std::size_t limit_ = default_limit();
-
-  // CONVGRAPH_HOST_CACHE_BYTES, else an eighth of RAM + swap, at most 1 GiB.
-  static std::size_t default_limit() {
-    if (const char* env = std::getenv("CONVGRAPH_HOST_CACHE_BYTES"); env != nullptr && *env != '\0') {
-      char* end = nullptr;
-      const unsigned long long v = std::strtoull(env, &end, 10);
-      if (end != env && *end == '\0') return static_cast<std::size_t>(v);
-    }
-    const std::size_t machine = machine_memory_bytes();
-    return std::min<std::size_t>(machine > 0 ? machine / 8 : std::size_t{1} << 30, std::size_t{1} << 30);
-  }
-};
-
-// Never destroyed: tensors in static storage may release their buffers after main returns.
-HostBlockCache& host_block_cache() {
-  static auto* cache = new HostBlockCache();
-  return *cache;
-}
 }  // namespace
-
-std::size_t host_cache_bytes() { return host_block_cache().held(); }
-std::size_t host_cache_limit() { return host_block_cache().limit(); }
-void set_host_cache_limit(std::size_t bytes) { host_block_cache().set_limit(bytes); }
-std::size_t release_host_cache() { return host_block_cache().release(); }
 
 std::shared_ptr<Storage> allocate_host(std::size_t bytes) {
   // Headroom for either rounding (64 bytes or 2 MiB) below: int64's max leaves plenty of size_t.
@@ -154,23 +53,16 @@ std::shared_ptr<Storage> allocate_host(std::size_t bytes) {
   const bool huge = bytes >= kHugePagesFrom;
   const std::size_t align = huge ? kHugePage : 64;
   const std::size_t rounded = (std::max<std::size_t>(bytes, 1) + align - 1) / align * align;
-  const bool cached = rounded >= kCachedFrom;
   std::shared_ptr<Storage> s;
   try {
     s = std::make_shared<Storage>();
-    if (cached) s->deleter = [rounded, align](void* p) { host_block_cache().put(p, rounded, align); };
-    else s->deleter = [](void* p) { std::free(p); };
+    s->deleter = [](void* p) { std::free(p); };
   } catch (const std::bad_alloc&) {
     throw MemoryError(msg("allocate_host: out of memory allocating the descriptor of a ", bytes, "-byte buffer"));
   }
-  if (cached) s->data = host_block_cache().take(rounded, align);
-  if (!s->data) {
-    s->data = std::aligned_alloc(align, rounded);
-    // Out of memory with blocks cached: give them back and try once more.
-    if (!s->data && release_host_cache() > 0) s->data = std::aligned_alloc(align, rounded);
-    if (!s->data) throw MemoryError(msg("allocate_host: could not allocate ", bytes, " bytes"));
-    if (huge) (void)madvise(s->data, rounded, MADV_HUGEPAGE);  // advice only: failure is harmless
-  }
+  s->data = std::aligned_alloc(align, rounded);
+  if (!s->data) throw MemoryError(msg("allocate_host: could not allocate ", bytes, " bytes"));
+  if (huge) (void)madvise(s->data, rounded, MADV_HUGEPAGE);  // advice only: failure is harmless
   s->bytes = bytes;
   s->device = DeviceKind::cpu;
   return s;

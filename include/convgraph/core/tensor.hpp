@@ -40,19 +40,6 @@ struct Storage {
 /// OOM-kill us later).
 std::shared_ptr<Storage> allocate_host(std::size_t bytes);
 
-/// Host buffers of 256 KiB and more are not returned to the system when their tensors are
-/// released: they are kept and handed out again for a request of the same size, so a
-/// Function called in a loop (a training step) reuses its outputs' memory instead of
-/// faulting fresh pages in on every call. At most host_cache_limit() bytes are kept: by
-/// default an eighth of RAM + swap and at most 1 GiB, or the environment's
-/// CONVGRAPH_HOST_CACHE_BYTES (0 turns the cache off). Thread-safe.
-std::size_t host_cache_bytes();   ///< bytes held for reuse now
-std::size_t host_cache_limit();   ///< the most it holds
-/// Sets the limit; blocks held beyond it are released at once (0: none are kept).
-void set_host_cache_limit(std::size_t bytes);
-/// Gives every held block back to the system; returns the bytes released.
-std::size_t release_host_cache();
-
 /// Element count of a concrete shape; ShapeError for a negative dimension or a shape whose
 /// element count does not fit in int64.
 std::int64_t numel(const Shape& s);
