@@ -387,6 +387,10 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
   // destination channels each, over source positions of F floats (one of each group's).
   const bool paired = pl.paired(kL);
   const i64 GU = paired ? p.G / 2 : p.G, ndu = pl.tile_channels(kL), F = paired ? 2 : 1;
+  // Unit gu's lane-order channel u: its group and its channel there (paired lanes alternate).
+  const auto lane_owner = [&](i64 gu, i64 u) {
+    return paired ? std::pair<i64, i64>{2 * gu + u % 2, u / 2} : std::pair<i64, i64>{gu, u};
+  };
   // Blocks of B channels (pixel vectors: all of them, unpadded), tiles of P rows.
   const i64 nkb = pl.pixel_vectors ? 1 : sh.blocks, B = pl.pixel_vectors ? pl.ndst : sh.block(), P = sh.rows;
   const TileFn fn = tile_for(sh, paired);
@@ -459,7 +463,7 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
       const i64 q = idx % Q, kb = idx / Q % nkb, gu = idx / Q / nkb;
       float* out = packed + idx * T * B;
       for (i64 dd = 0; dd < B; ++dd) {
-        const i64 grp = paired ? 2 * gu + dd % 2 : gu, d = paired ? dd / 2 : kb * B + dd;
+        const auto [grp, d] = lane_owner(gu, kb * B + dd);
         if (d >= pl.ndst) {
           for (i64 tp = 0; tp < T; ++tp) out[tp * B + dd] = 0.0f;
           continue;
@@ -493,7 +497,8 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
           const i64 hi = std::clamp<i64>(pl.lowpad[2] + pl.src[2], lo, pl.padded[2]);
           const i64 a0 = std::max<i64>(0, pl.lowpad[0]), a1 = std::min(pl.padded[0], pl.lowpad[0] + pl.src[0]);
           const i64 b0 = std::max<i64>(0, pl.lowpad[1]), b1 = std::min(pl.padded[1], pl.lowpad[1] + pl.src[1]);
-          for (i64 a = a0; a < a1 && hi > lo; ++a)
+          if (hi <= lo) continue;  // no source column inside the padded rows
+          for (i64 a = a0; a < a1; ++a)
             for (i64 b = b0; b < b1; ++b) {
               float* o = out + ((a * pl.padded[1] + b) * pl.padded[2] + lo) * kF;
               const float* irow = in + ((a - pl.lowpad[0]) * pl.src[1] + b - pl.lowpad[1]) * pl.src[2] + lo - pl.lowpad[2];
@@ -740,7 +745,7 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
           }
           const i64 w_at = q * g.ker_numel + tap_w[static_cast<std::size_t>(tp)];
           for (i64 dd = 0; dd < nd; ++dd) {
-            const i64 grp = paired ? 2 * gu + dd % 2 : gu, k = paired ? dd / 2 : d0 + dd;
+            const auto [grp, k] = lane_owner(gu, d0 + dd);
             dw[(grp * g.Kg + k) * g.Cg * g.ker_numel + w_at] = sum[dd];
           }
         }
