@@ -108,7 +108,7 @@ void tile(const float* const* src, const float* w, const i64* taps, i64 T, i64 n
   const float* s[P];
 #pragma GCC unroll 8
   for (int p = 0; p < P; ++p) {
-    s[p] = src[p];
+    s[p] = src[p] + q0 * qstride;
 #pragma GCC unroll 4
     for (int v = 0; v < NK; ++v) {
       if (init) acc[0][p][v] = vkf{};
@@ -117,16 +117,20 @@ void tile(const float* const* src, const float* w, const i64* taps, i64 T, i64 n
       for (int u = 1; u < U; ++u) acc[u][p][v] = vkf{};
     }
   }
-  // One reduction step of `n` (U, or 1 for the tail) taps from t.
-  const auto step = [&](const float* wq, i64 qo, i64 t, auto n) {
+  // One reduction step of `n` (U, or 1 for the tail) taps: offsets tp, weights wt. Every
+  // address stays in a general register: rows advance a channel at a time and taps and
+  // weights by pointer, so 8 rows, 3 offsets and 2 pointers fit. Indexing by q * qstride +
+  // taps[t] spilled a row and the counter in the 8 x 16 x 3 tile (Zen 5, 2 threads, grad
+  // inputs of 8x64x28x28 -> 128, 5x5, 4 groups: 2.10 -> 1.84 ms).
+  const auto step = [&](const float* wt, const i64* tp, auto n) {
     constexpr int kN = decltype(n)::value;
     vkf wv[kN][NK];
     i64 o[kN];
 #pragma GCC unroll 3
     for (int u = 0; u < kN; ++u) {
-      o[u] = qo + taps[t + u];
+      o[u] = tp[u];
 #pragma GCC unroll 4
-      for (int v = 0; v < NK; ++v) std::memcpy(&wv[u][v], wq + (t + u) * B + v * kL, sizeof(vkf));
+      for (int v = 0; v < NK; ++v) std::memcpy(&wv[u][v], wt + u * B + v * kL, sizeof(vkf));
     }
 #pragma GCC unroll 8
     for (int p = 0; p < P; ++p)
@@ -143,12 +147,15 @@ void tile(const float* const* src, const float* w, const i64* taps, i64 T, i64 n
         }
       }
   };
-  for (i64 q = q0; q < q1; ++q) {
-    const float* wq = w + q * T * B;
-    const i64 qo = q * qstride;
-    i64 t = 0;
-    for (; t + U <= nt; t += U) step(wq, qo, t, std::integral_constant<int, U>{});
-    for (; t < nt; ++t) step(wq, qo, t, std::integral_constant<int, 1>{});
+  const float* wq = w + q0 * T * B;
+  for (i64 q = q0; q < q1; ++q, wq += T * B) {
+    const float* wt = wq;
+    const i64* tp = taps;
+    const i64* const whole = taps + nt / U * U;
+    for (; tp != whole; tp += U, wt += U * B) step(wt, tp, std::integral_constant<int, U>{});
+    for (; tp != taps + nt; ++tp, wt += B) step(wt, tp, std::integral_constant<int, 1>{});
+#pragma GCC unroll 8
+    for (int p = 0; p < P; ++p) s[p] += qstride;
   }
 #pragma GCC unroll 8
   for (int p = 0; p < P; ++p)
