@@ -111,6 +111,18 @@ std::vector<ConvCase> kvec_cases() {
       make_conv_case("6 channels 3-D dilated", {1, 3, 5, 6, 20}, {6, 3, 3, 2, 3}, 1, {1, 1, 1}, {2, 1, 2}),
       make_conv_case("7 channels a group", {2, 14, 6, 9}, {14, 7, 3, 3}, "half", {1, 1}, {}, true, 2),
       make_conv_case("2 channels, 1-D stride 2", {2, 3, 50}, {2, 3, 5}, 2, {2}),
+      // Row tiles (AVX-512, one vector of destination channels: 16, or two groups of 8): two
+      // tiles' 16 pixels in one row at stride 1, filter rows of 3, 5 and 7 taps, over whole
+      // tap rows (the padding's too); rows of 37 (two row tiles and short tiles between
+      // rows), of 16 (one each), 3-D with outer-axis dilation, asymmetric padding, and
+      // paired groups of 8 over 5 and 7 taps.
+      make_conv_case("row tiles, 16 channels 3x3", {2, 9, 6, 37}, {16, 9, 3, 3}, 1, {1, 1}),
+      make_conv_case("row tiles, 16 channels 5x5 rows of 16", {1, 16, 7, 16}, {16, 16, 5, 5}, 2, {1, 1}),
+      make_conv_case("row tiles, 1x7 asymmetric", {1, 16, 5, 40}, {16, 16, 1, 7}, Pairs{{0, 1}, {4, 2}}, {1, 1}),
+      make_conv_case("row tiles, 3-D dilated", {1, 5, 5, 4, 33}, {16, 5, 3, 2, 3}, 1, {1, 1, 1}, {2, 1, 1}),
+      make_conv_case("row tiles, paired groups 5x5", {1, 32, 6, 35}, {32, 8, 5, 5}, 2, {1, 1}, {}, false, 4),
+      make_conv_case("row tiles, paired groups 7 taps", {2, 32, 3, 21}, {16, 8, 3, 7}, Pairs{{1, 1}, {3, 3}}, {1, 1},
+                     {}, true, 4),
       // Valid layers, whose input gradient skips the taps reading only padding per tile.
       make_conv_case("LeNet-like valid 5x5", {2, 20, 13, 12}, {24, 20, 5, 5}, "valid", {1, 1}),
       make_conv_case("3-D valid dilated", {1, 17, 6, 5, 9}, {16, 17, 2, 3, 3}, "valid", {1, 1, 1}, {2, 1, 2}),
