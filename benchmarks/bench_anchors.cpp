@@ -97,13 +97,13 @@ Result bench_one(const Layer& layer, ConvDirection dir, const Options& o, const 
   dnnl.run_with_reorders();  // warm-up, and the result every candidate is compared with
 
   // Choose as the meta-optimizer does: the fastest candidate whose result is right, a
-  // close call decided by alternating rounds of both (TuneOptions' confirm_margin and
-  // confirm_rounds, through alternating_medians, as tune_conv does).
+  // close call (confirm_challenger, with TuneOptions' confirm_margin and confirm_rounds)
+  // decided by alternating rounds of both through alternating_medians, as tune_conv does.
   double best = 0;  // for the early stop
   struct Timed {
     std::shared_ptr<const ConvAlgorithm> algorithm;
     std::size_t workspace;
-    double median;
+    double median, fastest;
   };
   std::vector<Timed> right;  // every candidate timed in full with a right result
   for (const Candidate& c : list_candidates(layer, wl.problem, mode, false)) {
@@ -111,7 +111,7 @@ Result bench_one(const Layer& layer, ConvDirection dir, const Options& o, const 
     std::cerr << "[anchors] " << layer.name << " " << r.direction << ": choosing, " << c.algorithm->name() << "..."
               << std::flush;
     try {
-      const Timing t = time_algorithm(wl, *c.algorithm, c.workspace, pool, o.select_repeats, 3.0, best);
+      const Timing t = time_algorithm(wl, *c.algorithm, c.workspace, pool, o.select_repeats, TuneOptions{}.early_stop, best);
       const ConvCheck chk = compare_conv_results(wl.output(), dnnl.output(),
                                                  static_cast<std::int64_t>(wl.output_size()), DType::float32);
       std::cerr << " " << t.stats.median * 1e3 << " ms" << (chk.ok ? "" : " (differs from oneDNN)") << "\n";
@@ -121,7 +121,7 @@ Result bench_one(const Layer& layer, ConvDirection dir, const Options& o, const 
                                   {"matches_onednn", chk.ok}});
       if (!chk.ok) r.note += msg(c.algorithm->name(), " differs from oneDNN: ", chk.to_string(), "; ");
       if (chk.ok && !t.early_stopped) {
-        right.push_back({c.algorithm, c.workspace, t.stats.median});
+        right.push_back({c.algorithm, c.workspace, t.stats.median, t.stats.min});
         if (right.size() == 1 || t.stats.median < best) best = t.stats.median;
       }
     } catch (const std::exception& e) {
@@ -137,11 +137,14 @@ Result bench_one(const Layer& layer, ConvDirection dir, const Options& o, const 
   // The fastest first; ties keep the earlier candidate.
   std::stable_sort(right.begin(), right.end(), [](const Timed& u, const Timed& v) { return u.median < v.median; });
   const TuneOptions tune;  // the meta-optimizer's close-call rule
-  if (right.size() >= 2 && right[1].median <= tune.confirm_margin * right[0].median) {
+  std::vector<double> medians, fastest;
+  for (const Timed& t : right) medians.push_back(t.median), fastest.push_back(t.fastest);
+  if (const int c = confirm_challenger(medians, fastest, tune.confirm_margin); c > 0) {
     std::optional<std::pair<double, double>> again;
     try {
       again = alternating_medians(tune.confirm_rounds, [&](int k) {
-        return time_algorithm(wl, *right[k].algorithm, right[k].workspace, pool, o.select_repeats, 0, 0).samples;
+        const Timed& t = right[k == 0 ? 0 : static_cast<std::size_t>(c)];
+        return time_algorithm(wl, *t.algorithm, t.workspace, pool, o.select_repeats, 0, 0).samples;
       });
     } catch (const std::exception& e) {  // the first timings decide
       r.note += msg("timing the close call again failed: ", e.what(), "; ");
@@ -149,9 +152,9 @@ Result bench_one(const Layer& layer, ConvDirection dir, const Options& o, const 
     if (again) {
       const auto [m0, m1] = *again;
       std::cerr << "[anchors] " << layer.name << " " << r.direction << ": close call, alternating rounds: "
-                << right[0].algorithm->name() << " " << m0 * 1e3 << " ms, " << right[1].algorithm->name() << " "
+                << right[0].algorithm->name() << " " << m0 * 1e3 << " ms, " << right[c].algorithm->name() << " "
                 << m1 * 1e3 << " ms\n";
-      if (m1 < m0) std::swap(right[0], right[1]);
+      if (m1 < m0) std::swap(right[0], right[static_cast<std::size_t>(c)]);
     }
   }
   const std::shared_ptr<const ConvAlgorithm> chosen = right[0].algorithm;

@@ -180,10 +180,13 @@ struct Tuning {
     return clock.now() - t0;
   }
 
-  // Times `a`: a warm-up run checked against the reference, then repeated runs. The median,
-  // or nothing when it is skipped, rejected, stopped early (warm-up over early_stop x
-  // `best`, when there is a best) or fails; each case is said.
-  std::optional<double> time(const AlgorithmPtr& a, const TuneData& data, std::map<DeviceKind, DeviceData>& on_device,
+  // Times `a`: a warm-up run checked against the reference, then repeated runs. Their
+  // median and fastest, or nothing when it is skipped, rejected, stopped early (warm-up
+  // over early_stop x `best`, when there is a best) or fails; each case is said.
+  struct Times {
+    double median, fastest;
+  };
+  std::optional<Times> time(const AlgorithmPtr& a, const TuneData& data, std::map<DeviceKind, DeviceData>& on_device,
                              std::optional<double> best) const {
     const std::string name = padded(a->name(), 18);
     const DeviceKind dev = a->device();
@@ -228,7 +231,7 @@ struct Tuning {
     const double med = median(times);
     say(msg("[metaopt]   ", name, " ", padded(seconds_text(med), 10), " ", padded(gflops_text(p, med), 16),
             " ws ", bytes_text_iec(static_cast<double>(need)), "  (median of ", times.size(), ")"));
-    return med;
+    return Times{med, *std::min_element(times.begin(), times.end())};
   }
 
   // `runs` more timed runs of `a`, already checked by time() on the same operands (its
@@ -243,6 +246,16 @@ struct Tuning {
 };
 
 }  // namespace
+
+int confirm_challenger(const std::vector<double>& medians, const std::vector<double>& fastest, double margin) {
+  if (fastest.size() != medians.size())
+    throw ValueError(msg("confirm_challenger: ", medians.size(), " medians but ", fastest.size(), " fastest runs"));
+  if (medians.size() < 2) return -1;
+  if (medians[1] <= margin * medians[0]) return 1;
+  for (std::size_t i = 1; i < medians.size(); ++i)
+    if (fastest[i] < medians[0]) return static_cast<int>(i);
+  return -1;
+}
 
 std::pair<double, double> alternating_medians(int rounds, const std::function<std::vector<double>(int)>& time_runs) {
   if (rounds < 1) throw ValueError(msg("alternating_medians: rounds must be at least 1, got ", rounds));
@@ -297,17 +310,21 @@ TuneOutcome tune_conv(const ConvProblem& p, const ConvCandidates& candidates, co
 
   const double start = tuning.clock.now();
   std::optional<double> best;  // for the early stop
-  std::vector<std::pair<AlgorithmPtr, double>> timed;  // with their medians, in priority order
+  struct Timed {
+    AlgorithmPtr algorithm;
+    double median, fastest;
+  };
+  std::vector<Timed> timed;  // in priority order
   for (const auto& a : usable) {
     if (!timed.empty() && tuning.clock.now() - start > o.budget_seconds) {
       say(msg("[metaopt]   ", padded(a->name(), 18), " skipped: the node's time budget of ",
               seconds_text(o.budget_seconds), " is spent"));
       continue;
     }
-    const std::optional<double> med = tuning.time(a, data, on_device, best);
-    if (!med) continue;
-    if (!best || *med < *best) best = med;
-    timed.emplace_back(a, *med);
+    const auto t = tuning.time(a, data, on_device, best);
+    if (!t) continue;
+    if (!best || t->median < *best) best = t->median;
+    timed.push_back({a, t->median, t->fastest});
   }
   out.timed = static_cast<int>(timed.size());
   if (timed.empty()) {
@@ -315,20 +332,25 @@ TuneOutcome tune_conv(const ConvProblem& p, const ConvCandidates& candidates, co
     return out;
   }
   // The fastest first; ties keep the higher-priority candidate.
-  std::stable_sort(timed.begin(), timed.end(), [](const auto& u, const auto& v) { return u.second < v.second; });
+  std::stable_sort(timed.begin(), timed.end(), [](const Timed& u, const Timed& v) { return u.median < v.median; });
 
   // A close call is timed again: the leader and the runner-up in alternating rounds, and
   // the medians of these runs alone decide. Each candidate's first runs came in one burst,
   // and a shared machine slows down for seconds at a time (the 2-vCPU VMs' FMA rate moves
   // by a third within minutes): a burst in a slow spell could make the choice on its own.
-  // Only when the rounds fit in what is left of the budget, as the first pass timed them.
+  // So is a slower candidate whose fastest run beat the leader (confirm_challenger). Only
+  // when the rounds fit in what is left of the budget, as the first pass timed them.
   const int runs = std::max(1, o.min_runs);
-  if (timed.size() >= 2 && o.confirm_rounds > 0 && timed[1].second <= o.confirm_margin * timed[0].second &&
-      tuning.clock.now() - start + o.confirm_rounds * runs * (timed[0].second + timed[1].second) <=
-          o.budget_seconds) {
+  std::vector<double> medians, fastest;
+  for (const Timed& t : timed) medians.push_back(t.median), fastest.push_back(t.fastest);
+  const int c = o.confirm_rounds > 0 ? confirm_challenger(medians, fastest, o.confirm_margin) : -1;
+  if (c > 0 && tuning.clock.now() - start + o.confirm_rounds * runs * (timed[0].median + timed[c].median) <=
+                   o.budget_seconds) {
     std::optional<std::pair<double, double>> again;
     try {
-      again = alternating_medians(o.confirm_rounds, [&](int c) { return tuning.more(timed[c].first, on_device, runs); });
+      again = alternating_medians(o.confirm_rounds, [&](int k) {
+        return tuning.more(timed[k == 0 ? 0 : c].algorithm, on_device, runs);
+      });
     } catch (const DeviceContextError& e) {
       say(msg("[metaopt]   timing again failed: ", e.what(), "; the device context is lost, tuning stops"));
       throw;
@@ -337,16 +359,19 @@ TuneOutcome tune_conv(const ConvProblem& p, const ConvCandidates& candidates, co
     }
     if (again) {
       const auto [m0, m1] = *again;
-      say(msg("[metaopt]   close call, timed again in ", o.confirm_rounds, " alternating rounds: ",
-              timed[0].first->name(), " ", seconds_text(m0), ", ", timed[1].first->name(), " ", seconds_text(m1),
-              m1 < m0 ? " (the order changed)" : ""));
-      timed[0].second = m0;
-      timed[1].second = m1;
-      if (m1 < m0) std::swap(timed[0], timed[1]);
+      const std::string why = timed[c].median <= o.confirm_margin * timed[0].median
+                                  ? std::string("close call")
+                                  : msg(timed[c].algorithm->name(), " ran once in ", seconds_text(timed[c].fastest));
+      say(msg("[metaopt]   ", why, ", timed again in ", o.confirm_rounds, " alternating rounds: ",
+              timed[0].algorithm->name(), " ", seconds_text(m0), ", ", timed[c].algorithm->name(), " ",
+              seconds_text(m1), m1 < m0 ? " (the order changed)" : ""));
+      timed[0].median = m0;
+      timed[c].median = m1;
+      if (m1 < m0) std::swap(timed[0], timed[c]);
     }
   }
-  out.winner = timed[0].first;
-  out.seconds = timed[0].second;
+  out.winner = timed[0].algorithm;
+  out.seconds = timed[0].median;
   out.why = msg("timing: ", seconds_text(out.seconds), ", fastest of ", out.timed, " timed");
   say(msg("[metaopt]   = ", out.winner->name(), " (", seconds_text(out.seconds), ", fastest of ", out.timed, ")"));
   if (o.cache) o.cache->put(key, TuningEntry{out.winner->name(), out.winner->version(), out.seconds});

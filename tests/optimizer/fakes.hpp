@@ -57,7 +57,7 @@ class FakeAlgorithm final : public ConvAlgorithm {
       if (p.dtype == DType::float32) static_cast<float*>(out)[0] += 0.5f;
       else static_cast<double*>(out)[0] += 0.5;
     }
-    if (clock_) clock_->advance(runs <= slow_runs ? slow_cost : cost_);
+    if (clock_) clock_->advance(runs > slow_from && runs <= slow_from + slow_runs ? slow_cost : cost_);
   }
   int version() const override { return version_; }
 
@@ -67,7 +67,8 @@ class FakeAlgorithm final : public ConvAlgorithm {
   bool clobber_input = false;
   std::size_t workspace = 0;
   int throws_after = 0;    ///< > 0: runs after the first throws_after throw, as `throws`
-  int slow_runs = 0;       ///< the first slow_runs runs take slow_cost (a slow spell of the machine)
+  int slow_runs = 0;       ///< slow_runs runs after the first slow_from take slow_cost (a slow spell of the machine)
+  int slow_from = 0;
   double slow_cost = 0;
   int version_ = 1;
   mutable std::atomic<int> runs{0};

@@ -112,6 +112,28 @@ TEST_CASE("metaopt: a close call's rounds only run within the budget, and a fail
   }
 }
 
+TEST_CASE("metaopt: a slower candidate one of whose runs beat the leader is timed again", "[optimizer][metaopt]") {
+  Bench b;
+  // fake.a takes 1 ms, but a slow spell holds its runs 3-6 to 8 ms: its first pass (the
+  // warm-up, then 1, 8, 8 and 8 ms) has a median of 8 ms, 4x fake.c's, and a fastest run of 1.
+  auto a = b.add("fake.a", {"conv_gemm", "fast_run"}, 1e-3);
+  a->slow_from = 2;
+  a->slow_runs = 4;
+  a->slow_cost = 8e-3;
+  b.add("fake.c", {"conv_direct", "fast_run"}, 2e-3);
+  Net n;
+  const auto g = optimized({n.x, n.w}, {n.y}, b.mode());
+  CHECK(chosen(g) == std::vector<std::string>{"fake.a"});
+  CHECK_THAT(b.text(), Contains("fake.a ran once in 1.000 ms, timed again") && Contains("the order changed"));
+  // The rule alone: the runner-up within the margin, else the first whose fastest run beat
+  // the leader's median, else none.
+  CHECK(confirm_challenger({1.0, 1.2, 5.0}, {1.0, 1.1, 0.5}, 1.3) == 1);
+  CHECK(confirm_challenger({1.0, 2.0, 5.0}, {1.0, 1.5, 0.5}, 1.3) == 2);
+  CHECK(confirm_challenger({1.0, 2.0, 5.0}, {1.0, 1.5, 1.0}, 1.3) == -1);
+  CHECK(confirm_challenger({1.0}, {1.0}, 1.3) == -1);
+  CHECK_THROWS_AS(confirm_challenger({1.0, 2.0}, {1.0}, 1.3), ValueError);
+}
+
 TEST_CASE("metaopt: a clear winner is not timed again", "[optimizer][metaopt]") {
   Bench b;
   auto a = b.add("fake.a", {"conv_gemm", "fast_run"}, 1e-3);

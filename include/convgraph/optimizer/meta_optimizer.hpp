@@ -141,6 +141,8 @@ struct TuneOptions {
   /// A runner-up within confirm_margin x the leader's median is timed again with it in
   /// confirm_rounds alternating rounds (min_runs runs each), and the medians of those runs
   /// decide: one burst of runs per candidate can land in a slow spell of a shared machine.
+  /// So is a slower candidate one of whose runs beat the leader's median
+  /// (confirm_challenger).
   /// Only when the rounds, at the first pass's medians, fit in what is left of the budget;
   /// if a run fails there, the first pass decides.
   double confirm_margin = 1.3;
@@ -167,6 +169,14 @@ struct TuneOutcome {
 /// decides close calls with it, and convgraph-anchors chooses as tune_conv does. Throws
 /// what time_runs throws.
 std::pair<double, double> alternating_medians(int rounds, const std::function<std::vector<double>(int)>& time_runs);
+
+/// Which candidate to time again against the leader (alternating_medians): medians[i] and
+/// fastest[i] are candidate i's median and fastest run, the leader (lowest median) first.
+/// The runner-up when its median is within `margin` x the leader's; else the first
+/// candidate one of whose runs beat the leader's median, since a slow spell of a shared
+/// machine can hold back most of one candidate's burst (on the 2-vCPU VMs, every call
+/// 4-8x slower for about 100 ms at a time, one thread or two); -1 for none.
+int confirm_challenger(const std::vector<double>& medians, const std::vector<double>& fastest, double margin);
 
 /// Tunes one problem among `candidates` (their verdicts: declined ones are only reported).
 TuneOutcome tune_conv(const ConvProblem& p, const ConvCandidates& candidates, const std::string& label,
