@@ -174,7 +174,7 @@ void tile(const float* const* src, const float* w, const i64* taps, i64 T, i64 n
 /// value is broadcast once per tap row and feeds the KW (pixel, tap) pairs that read it:
 /// kRowPixels + KW - 1 broadcasts and KW weight loads for kRowPixels x KW FMAs, where tile()
 /// takes a broadcast per FMA. One vector of channels (16, or two groups of 8) ran tile()
-/// at 0.6-0.7 of peak, bound by its loads; this runs at 0.85-0.9 (Zen 5, 1 thread, L1).
+/// at 0.56-0.7 of peak, bound by its loads; this runs at 0.82-0.92 (Zen 5, 1 thread, L1).
 /// 16 pixels keep each accumulator's KW dependent FMAs a step off the critical path
 /// (8 pixels ran at 0.72).
 constexpr int kRowPixels = 16;
@@ -426,7 +426,6 @@ TileFn tile_for(const KvecShape& sh, bool paired) {
   (void)sh, (void)paired;
   return nullptr;
 }
-
 
 using RowTileFn = void (*)(const float*, const float*, const i64*, i64, i64, i64, i64, i64, float*, bool);
 
