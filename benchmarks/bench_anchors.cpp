@@ -111,7 +111,8 @@ Result bench_one(const Layer& layer, ConvDirection dir, const Options& o, const 
     std::cerr << "[anchors] " << layer.name << " " << r.direction << ": choosing, " << c.algorithm->name() << "..."
               << std::flush;
     try {
-      const Timing t = time_algorithm(wl, *c.algorithm, c.workspace, pool, o.select_repeats, TuneOptions{}.early_stop, best);
+      const Timing t =
+          time_algorithm(wl, *c.algorithm, c.workspace, pool, o.select_repeats, TuneOptions{}.early_stop, best);
       const ConvCheck chk = compare_conv_results(wl.output(), dnnl.output(),
                                                  static_cast<std::int64_t>(wl.output_size()), DType::float32);
       std::cerr << " " << t.stats.median * 1e3 << " ms" << (chk.ok ? "" : " (differs from oneDNN)") << "\n";

@@ -338,7 +338,8 @@ TuneOutcome tune_conv(const ConvProblem& p, const ConvCandidates& candidates, co
   // the medians of these runs alone decide. Each candidate's first runs came in one burst,
   // and a shared machine slows down for seconds at a time (the 2-vCPU VMs' FMA rate moves
   // by a third within minutes): a burst in a slow spell could make the choice on its own.
-  // So is a slower candidate whose fastest run beat the leader (confirm_challenger). Only
+  // So is a slower candidate whose fastest run beat the leader's median (confirm_challenger,
+  // which picks the one to time again). Only
   // when the rounds fit in what is left of the budget, as the first pass timed them.
   const int runs = std::max(1, o.min_runs);
   std::vector<double> medians, fastest;
