@@ -152,7 +152,8 @@ Result bench_one(const Layer& layer, ConvDirection dir, const Options& o, const 
     }
     if (again) {
       const auto [m0, m1] = *again;
-      std::cerr << "[anchors] " << layer.name << " " << r.direction << ": close call, alternating rounds: "
+      std::cerr << "[anchors] " << layer.name << " " << r.direction
+                << ": timed again (a close call, or a run that beat the leader), alternating rounds: "
                 << right[0].algorithm->name() << " " << m0 * 1e3 << " ms, " << right[c].algorithm->name() << " "
                 << m1 * 1e3 << " ms\n";
       if (m1 < m0) std::swap(right[0], right[static_cast<std::size_t>(c)]);

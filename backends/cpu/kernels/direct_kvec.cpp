@@ -17,6 +17,8 @@
 // Grad weights runs the same tile over (input channel, tap) rows and dy transposed in
 // chunks of kChunkPixels pixels. With AVX-512, 8-channel groups run two to a vector over an
 // interleaved source copy (KvecPlan::pair_groups): units of two groups, positions of two floats.
+// One vector of channels runs two tiles in one destination row as a row tile (row_tile),
+// which broadcasts each source value once for all the filter row's taps that read it.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -917,7 +919,8 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
   i64 per_unit = blocks;  // (group, block) pairs a unit runs
   while (per_unit > 1 && (blocks + per_unit - 1) / per_unit * ngroups < 16 * threads) per_unit = (per_unit + 1) / 2;
   const i64 nbu = (blocks + per_unit - 1) / per_unit;
-  // Row tiles: one vector of channels, tiles of half their pixels, consecutive positions.
+  // Row tiles: one vector of channels, tiles of half their pixels, consecutive positions
+  // (never phased, so never in segments).
   const RowTileFn row_fn = sh.vectors == 1 && 2 * P == kRowPixels && !pl.phased() && pl.stride[2] == 1 &&
                                    pl.dil[2] == 1
                                ? row_tile_for(pl.ker[2], paired)
@@ -1002,9 +1005,8 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
       // Two tiles whose pixels lie in one row run as a row tile, over whole rows of taps
       // covering both tiles' spans (the extra taps read the zero padding). Rows of 28 put
       // 16 of each 28 pixels in row tiles, rows of 56 48.
-      for (i64 i = 0; i < ntiles; ++i) {
-        row_count[i] = -1;
-        if (row_fn == nullptr || segs != 1 || i + 1 >= ntiles) continue;
+      std::fill(row_count, row_count + ntiles, -1);
+      for (i64 i = 0; i + 1 < ntiles && row_fn != nullptr; ++i) {
         bool one_row = true;
         for (i64 k = 1; k < kRowPixels && one_row; ++k) one_row = bases[i * P + k] == bases[i * P] + k * F;
         if (!one_row) continue;
@@ -1014,7 +1016,7 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
           if (ntap[e] > 0) lo = std::min(lo, tap0[e]), hi = std::max(hi, tap0[e] + ntap[e]);
         row_tap0[i] = lo < hi ? lo / kw * kw : 0;
         row_count[i] = lo < hi ? (hi + kw - 1) / kw - lo / kw : 0;
-        row_count[++i] = -1;  // the row tile's second tile
+        ++i;  // the row tile's second tile
       }
       // The unit's runs: pixels consecutive in an image's planes; with segments, the first
       // segment's pixels `segs` apart (the segments interleave into consecutive floats).
