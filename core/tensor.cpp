@@ -2,6 +2,7 @@
 
 #include "core/checked_math.hpp"
 #include "core/dtype_dispatch.hpp"
+#include "core/host_cache.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -56,13 +57,23 @@ std::shared_ptr<Storage> allocate_host(std::size_t bytes) {
   std::shared_ptr<Storage> s;
   try {
     s = std::make_shared<Storage>();
-    s->deleter = [](void* p) { std::free(p); };
+    if (huge) s->deleter = [rounded](void* p) {
+      if (!detail::host_cache().put(p, rounded)) std::free(p);
+    };
+    else s->deleter = [](void* p) { std::free(p); };
   } catch (const std::bad_alloc&) {
     throw MemoryError(msg("allocate_host: out of memory allocating the descriptor of a ", bytes, "-byte buffer"));
   }
-  s->data = std::aligned_alloc(align, rounded);
-  if (!s->data) throw MemoryError(msg("allocate_host: could not allocate ", bytes, " bytes"));
-  if (huge) (void)madvise(s->data, rounded, MADV_HUGEPAGE);  // advice only: failure is harmless
+  if (huge) s->data = detail::host_cache().take(rounded);
+  if (!s->data) {
+    s->data = std::aligned_alloc(align, rounded);
+    if (!s->data && huge) {  // cached buffers of other sizes may be what is missing
+      host_empty_cache();
+      s->data = std::aligned_alloc(align, rounded);
+    }
+    if (!s->data) throw MemoryError(msg("allocate_host: could not allocate ", bytes, " bytes"));
+    if (huge) (void)madvise(s->data, rounded, MADV_HUGEPAGE);  // advice only: failure is harmless
+  }
   s->bytes = bytes;
   s->device = DeviceKind::cpu;
   return s;

@@ -1,6 +1,10 @@
 #include <catch2/catch.hpp>
 #include <convgraph/convgraph.hpp>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "core/host_cache.hpp"
 
 using namespace convgraph;
 
@@ -81,4 +85,89 @@ TEST_CASE("tensor: float16 and bfloat16 storage round-trip through casts", "[cor
   CHECK(b.get(1) == -2.5);
   CHECK(b.get(4) == Approx(0.333333).epsilon(4e-3));
   CHECK(b.astype(DType::float32).get(0) == 1.0);
+}
+
+TEST_CASE("tensor: a freed large host buffer is handed out again at the same size class", "[core][tensor][host_cache]") {
+  host_empty_cache();
+  const std::size_t mib = std::size_t{1} << 20;
+  const HostCacheStats before = host_cache_stats();
+  CHECK(before.bytes_cached == 0);
+  CHECK(before.buffers_cached == 0);
+  auto a = allocate_host(6 * mib);
+  void* const first = a->data;
+  a.reset();
+  const HostCacheStats freed = host_cache_stats();
+  if (freed.limit_bytes < 6 * mib) {  // CONVGRAPH_HOST_CACHE_MB=0 (or tiny): nothing is kept
+    CHECK(freed.bytes_cached == 0);
+    return;
+  }
+  CHECK(freed.bytes_cached == 6 * mib);
+  CHECK(freed.buffers_cached == 1);
+  auto b = allocate_host(6 * mib - 100);  // rounds to the same 2 MiB class
+  CHECK(b->data == first);
+  CHECK(b->bytes == 6 * mib - 100);
+  CHECK(host_cache_stats().hits == freed.hits + 1);
+  CHECK(host_cache_stats().bytes_cached == 0);
+  auto c = allocate_host(8 * mib);  // another class: a fresh buffer
+  CHECK(c->data != first);
+  CHECK(host_cache_stats().misses == freed.misses + 1);
+  static_cast<char*>(c->data)[8 * mib - 1] = 1;
+  {
+    auto small = allocate_host(mib);  // below 4 MiB: glibc's business, never cached
+  }
+  CHECK(host_cache_stats().bytes_cached == 0);
+  b.reset();
+  c.reset();
+  CHECK(host_cache_stats().bytes_cached == 14 * mib);
+  CHECK(host_cache_stats().buffers_cached == 2);
+  host_empty_cache();
+  CHECK(host_cache_stats().bytes_cached == 0);
+  CHECK(host_cache_stats().buffers_cached == 0);
+}
+
+TEST_CASE("host cache: at most its limit, the oldest freed first, the newest taken first", "[core][tensor][host_cache]") {
+  constexpr std::size_t kCap = 4096;
+  const auto buffer = [] { return std::aligned_alloc(64, kCap); };
+  detail::HostBufferCache cache(3 * kCap + 100);
+  void* a = buffer();
+  void* b = buffer();
+  void* c = buffer();
+  void* d = buffer();
+  REQUIRE(cache.put(a, kCap));
+  REQUIRE(cache.put(b, kCap));
+  REQUIRE(cache.put(c, kCap));
+  CHECK(cache.stats().bytes_cached == 3 * kCap);
+  REQUIRE(cache.put(d, kCap));  // a is freed to make room
+  CHECK(cache.stats().buffers_cached == 3);
+  CHECK(cache.take(2 * kCap) == nullptr);  // no buffer of that size
+  CHECK(cache.take(kCap) == d);
+  CHECK(cache.take(kCap) == c);
+  CHECK(cache.take(kCap) == b);
+  CHECK(cache.take(kCap) == nullptr);
+  const HostCacheStats s = cache.stats();
+  CHECK(s.hits == 3);
+  CHECK(s.misses == 2);
+  CHECK(s.limit_bytes == 3 * kCap + 100);
+  void* big = std::aligned_alloc(64, 4 * kCap);
+  CHECK_FALSE(cache.put(big, 4 * kCap));  // larger than the whole limit: the caller frees it
+  std::free(big);
+  REQUIRE(cache.put(b, kCap));
+  REQUIRE(cache.put(c, kCap));
+  cache.empty();  // frees them
+  CHECK(cache.stats().bytes_cached == 0);
+  detail::HostBufferCache off(0);
+  CHECK_FALSE(off.put(d, kCap));
+  std::free(d);
+}
+
+TEST_CASE("tensor: CONVGRAPH_HOST_CACHE_MB takes megabytes from 0 to 2^20", "[core][tensor][host_cache][errors]") {
+  CHECK(parse_host_cache_mb("0") == 0);
+  CHECK(parse_host_cache_mb("512") == 512);
+  CHECK(parse_host_cache_mb("1048576") == 1048576);
+  for (const char* bad : {"", "-1", "1e3", "64 ", "1048577", "99999999999999999999999"}) {
+    INFO(bad);
+    CHECK_THROWS_AS(parse_host_cache_mb(bad), ValueError);
+    CHECK_THROWS_WITH(parse_host_cache_mb(bad),
+                      Catch::Matchers::Contains("CONVGRAPH_HOST_CACHE_MB='" + std::string(bad) + "' is invalid"));
+  }
 }

@@ -7,6 +7,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "convgraph/core/device.hpp"
@@ -39,6 +40,24 @@ struct Storage {
 /// exceeds this machine's RAM + swap (refused up front, so an overcommitting kernel cannot
 /// OOM-kill us later).
 std::shared_ptr<Storage> allocate_host(std::size_t bytes);
+
+/// Large host buffers (4 MiB up) are cached when freed and handed out again at the same
+/// size, so a loop that frees its outputs and asks for them again does not fault and zero
+/// fresh pages on every call. The cache holds at most CONVGRAPH_HOST_CACHE_MB megabytes
+/// (read on first use; 0 turns it off; unset: an eighth of the RAM, at most 4 GiB), the
+/// oldest buffers freed past that.
+struct HostCacheStats {
+  std::size_t bytes_cached = 0;    ///< held for reuse now
+  std::size_t buffers_cached = 0;
+  std::size_t limit_bytes = 0;
+  std::uint64_t hits = 0, misses = 0;  ///< large allocations served from the cache, or not
+};
+HostCacheStats host_cache_stats();
+/// Frees every cached buffer (memory in use is untouched).
+void host_empty_cache();
+/// CONVGRAPH_HOST_CACHE_MB's value in megabytes; ValueError naming it and the value when it
+/// is not a decimal integer from 0 to 2^20.
+std::size_t parse_host_cache_mb(std::string_view text);
 
 /// Element count of a concrete shape; ShapeError for a negative dimension or a shape whose
 /// element count does not fit in int64.
