@@ -214,8 +214,11 @@ void row_tile(const float* src, const float* w, const i64* taps, i64 T, i64 nrow
 }
 
 /// out[c * ostride + k] = in[k * istride + c] for k < rows, c < cols, in whole kVL x kVL
-/// blocks through registers; returns the extents the blocks covered (rows rounded down to
-/// kRun, cols to kVL), the caller moves the rest one float at a time. Unit stores and dy
+/// blocks through registers; returns the extents the blocks covered (cols rounded down to
+/// kVL; rows all, or with kStream rounded down to kRun), the caller moves the rest one float
+/// at a time. The last rows short of a block go as one, each output row's first floats
+/// stored alone: a strided grad inputs' rows of 56 positions left 8 a row to the floats one
+/// at a time, 7% of its time (ResNeXt's stride-2 layer, Zen 5). Unit stores and dy
 /// chunks moved one float per load and store before (Zen 4, resnet_stem forward, 1 thread:
 /// 26.9 -> 21.0 ms; Zen 3 with 8 x 8 blocks: the stem 0.57 -> 0.69 of peak). kStream: the
 /// stores bypass the caches, and each output row gets a whole 64-byte line at once (two
@@ -244,7 +247,17 @@ std::pair<i64, i64> transpose_blocks(const float* in, i64 istride, float* out, i
           else storen(out + (c + i) * ostride + k + h * kVL, r[h][i]);
         }
     }
-  return {rv, cv};
+  if (kStream || rv == rows) return {rv, cv};
+  const int left = static_cast<int>(rows - rv);  // below kVL: rows past it repeat the last
+  for (i64 c = 0; c < cv; c += kVL) {
+    vnat r[kVL];
+#pragma GCC unroll 16
+    for (int i = 0; i < kVL; ++i) r[i] = loadn(in + (rv + std::min(i, left - 1)) * istride + c);
+    transposen(r);
+#pragma GCC unroll 16
+    for (int i = 0; i < kVL; ++i) storen_first(out + (c + i) * ostride + rv, r[i], left);
+  }
+  return {rows, cv};
 }
 
 /// A part of the destination walked as one grid of pixels: all of it, or one phase of
@@ -906,9 +919,13 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
   const i64 threads = ctx.pool != nullptr ? ctx.pool->size() : 1;
   // A large destination (stream_destination) has its whole vector blocks streamed past the
   // caches (resnet_stem forward 10.7 -> 9.7 ms, Zen 4, 2 threads), where every plane starts
-  // a cache line, so each block's rows do. Not with an epilogue, which reads them back.
+  // a cache line, so each block's rows do. Not with an epilogue, which reads them back, nor
+  // with segments: their runs are single rows, which start a line only now and then, so a
+  // line got a streamed part and a cached one, and the cached rows went without the
+  // prefetch below (ResNeXt's stride-2 grad inputs, 25.7 MB of dx, Zen 5, 2 threads:
+  // 3.1 -> 2.35 ms).
   const i64 dst_bytes = g.N * dst_channels * pl.dst_numel * i64{sizeof(float)};
-  const bool stream_dst = t.epilogue.empty() && pl.dst_numel * i64{sizeof(float)} % 64 == 0 &&
+  const bool stream_dst = t.epilogue.empty() && segs == 1 && pl.dst_numel * i64{sizeof(float)} % 64 == 0 &&
                           reinterpret_cast<std::uintptr_t>(dst) % 64 == 0 && stream_destination(dst_bytes);
   // Strided grad inputs shares its pixel set-up over groups likewise: that set-up (phases,
   // segments, ghosts) costs more a pixel, and a phase's reduction is short (ResNeXt's

@@ -29,6 +29,17 @@ inline V loadn(const float* p) {
 }
 template <class V>
 inline void storen(float* p, V v) { std::memcpy(p, &v, sizeof v); }
+/// Stores the first n (0 to kVL) lanes of v; the floats past them are not touched.
+inline void storen_first(float* p, vnat v, int n) {
+#if CONVGRAPH_ISA_AVX512
+  _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1), reinterpret_cast<__m512>(v));
+#elif CONVGRAPH_ISA_AVX2
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  _mm256_maskstore_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lanes), reinterpret_cast<__m256>(v));
+#else
+  std::memcpy(p, &v, static_cast<std::size_t>(n) * sizeof(float));
+#endif
+}
 /// Whether p is aligned for the level's vector stores (stream_storen needs it).
 inline bool vector_aligned(const float* p) { return reinterpret_cast<std::uintptr_t>(p) % sizeof(vnat) == 0; }
 /// A non-temporal store of one vector to a vector-aligned p, bypassing the
