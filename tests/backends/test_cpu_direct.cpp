@@ -123,6 +123,11 @@ std::vector<ConvCase> kvec_cases() {
       make_conv_case("row tiles, paired groups 5x5", {1, 32, 6, 35}, {32, 8, 5, 5}, 2, {1, 1}, {}, false, 4),
       make_conv_case("row tiles, paired groups 7 taps", {2, 32, 3, 21}, {16, 8, 3, 7}, Pairs{{1, 1}, {3, 3}}, {1, 1},
                      {}, true, 4),
+      // Grad weights' row tiles (dw_row_tile) take the cases above with 16 output channels a
+      // group or 8 in pairs; this one its paired 7-tap form, over runs the 96-pixel dy chunks
+      // cut short (rows of 25) and a last tile of one filter row of its 3 (16 filter rows).
+      make_conv_case("row tiles, paired groups 2x7 grad weights", {1, 32, 4, 25}, {32, 8, 2, 7}, Pairs{{1, 0}, {2, 4}},
+                     {1, 1}, {}, false, 4),
       // Valid layers, whose input gradient skips the taps reading only padding per tile.
       make_conv_case("LeNet-like valid 5x5", {2, 20, 13, 12}, {24, 20, 5, 5}, "valid", {1, 1}),
       make_conv_case("3-D valid dilated", {1, 17, 6, 5, 9}, {16, 17, 2, 3, 3}, "valid", {1, 1, 1}, {2, 1, 2}),

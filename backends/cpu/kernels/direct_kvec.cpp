@@ -18,7 +18,8 @@
 // chunks of kChunkPixels pixels. With AVX-512, 8-channel groups run two to a vector over an
 // interleaved source copy (KvecPlan::pair_groups): units of two groups, positions of two floats.
 // One vector of channels runs two tiles in one destination row as a row tile (row_tile),
-// which broadcasts each source value once for all the filter row's taps that read it.
+// which broadcasts each source value once for all the filter row's taps that read it;
+// grad weights likewise runs whole filter rows over a run of dy pixels (dw_row_tile).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -211,6 +212,61 @@ void row_tile(const float* src, const float* w, const i64* taps, i64 T, i64 nrow
     }
 #pragma GCC unroll 16
   for (int p = 0; p < P; ++p) std::memcpy(io + p * kL, &acc[p], sizeof(vkf));
+}
+
+/// Grad weights' row tile: NR filter rows of KW taps (dilation 1) x one vector of output
+/// channels, accumulated over the m pixels of a dy chunk (dyt: pixel j's channels at
+/// dyt + j * kL): io row fr * KW + k (+)= sum_j x[xrows[fr] + x_off[j] + k * F] * dyt[j],
+/// zero-started when `init`. Where consecutive pixels' sources are F floats apart (a run
+/// along a row at stride 1), the source value at column c of the run is broadcast once per
+/// filter row for the KW (pixel c - k, tap k) pairs that read it, against a window of the
+/// last KW dy vectors: NR broadcasts and one load for NR x KW FMAs, where tile() takes a
+/// broadcast per FMA. The first and last KW - 1 columns of a run skip the pairs outside it
+/// (never a zero product, which would turn an infinite input into NaN).
+template <int KW, int NR, bool kPair>
+void dw_row_tile(const float* const* xrows, const float* dyt, const i64* x_off, i64 m, float* io, bool init) {
+  constexpr int F = kPair ? 2 : 1;
+  vkf acc[NR][KW];
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 8
+    for (int k = 0; k < KW; ++k) {
+      if (init) acc[r][k] = vkf{};
+      else std::memcpy(&acc[r][k], io + (r * KW + k) * kL, sizeof(vkf));
+    }
+  for (i64 j0 = 0, j1; j0 < m; j0 = j1) {
+    j1 = j0 + 1;
+    while (j1 < m && x_off[j1] == x_off[j1 - 1] + F) ++j1;
+    const i64 n = j1 - j0;
+    const float* xs[NR];
+#pragma GCC unroll 8
+    for (int r = 0; r < NR; ++r) xs[r] = xrows[r] + x_off[j0];
+    const float* d = dyt + j0 * kL;
+    vkf win[KW] = {};  // win[k]: dy of the run's pixel c - k
+    const auto column = [&](i64 c, auto guarded) {
+#pragma GCC unroll 8
+      for (int k = KW - 1; k > 0; --k) win[k] = win[k - 1];
+      if (!guarded || c < n) std::memcpy(&win[0], d + c * kL, sizeof(vkf));
+#pragma GCC unroll 8
+      for (int r = 0; r < NR; ++r) {
+        vkf x;
+        if constexpr (kPair) x = pair_broadcast(xs[r] + c * F);
+        else x = vkf{} + xs[r][c];
+#pragma GCC unroll 8
+        for (int k = 0; k < KW; ++k)
+          if (!guarded || (c - k >= 0 && c - k < n)) acc[r][k] += x * win[k];
+      }
+    };
+    // Columns [0, KW - 1) and [max(n, KW - 1), n + KW - 1) have pairs outside the run.
+    i64 c = 0;
+    for (; c < KW - 1; ++c) column(c, std::true_type{});
+    for (; c < n; ++c) column(c, std::false_type{});
+    for (; c < n + KW - 1; ++c) column(c, std::true_type{});
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 8
+    for (int k = 0; k < KW; ++k) std::memcpy(io + (r * KW + k) * kL, &acc[r][k], sizeof(vkf));
 }
 
 /// out[c * ostride + k] = in[k * istride + c] for k < rows, c < cols, in whole kVL x kVL
@@ -443,6 +499,23 @@ TileFn tile_for(const KvecShape& sh, bool paired) {
 }
 
 using RowTileFn = void (*)(const float*, const float*, const i64*, i64, i64, i64, i64, i64, float*, bool);
+
+using DwRowTileFn = void (*)(const float* const*, const float*, const i64*, i64, float*, bool);
+/// Grad weights' row tile for filter rows of `kw` taps (AVX-512's one vector of channels; 3,
+/// 5 and 7 taps) and its filter rows a tile (`rows`), or none: as many rows as leave the KW
+/// dy vectors and a broadcast their registers (24, 20 and 21 accumulators of 32).
+std::pair<DwRowTileFn, i64> dw_row_tile_for(i64 kw, bool paired) {
+#if CONVGRAPH_ISA_AVX512
+  switch (kw) {
+    case 3: return {paired ? &dw_row_tile<3, 8, true> : &dw_row_tile<3, 8, false>, 8};
+    case 5: return {paired ? &dw_row_tile<5, 4, true> : &dw_row_tile<5, 4, false>, 4};
+    case 7: return {paired ? &dw_row_tile<7, 3, true> : &dw_row_tile<7, 3, false>, 3};
+    default: break;
+  }
+#endif
+  (void)kw, (void)paired;
+  return {nullptr, 0};
+}
 
 /// The row tile for filter rows of `kw` taps (AVX-512's one vector of channels; 3, 5 and 7
 /// taps), or none.
@@ -758,14 +831,23 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
 
   if (pl.grad_weights) {
     // Tile rows are (input channel, tap) pairs r = q * T + t; the last tile repeats its last.
-    const i64 R = Q * T, ntr = (R + P - 1) / P;
-    std::vector<i64> row_off(static_cast<std::size_t>(ntr * P));
-    for (i64 r = 0; r < ntr * P; ++r) {
-      const i64 rr = std::min(r, R - 1);
-      row_off[static_cast<std::size_t>(r)] = rr / T * pl.padded_numel * F + tap_off[static_cast<std::size_t>(rr % T)];
+    // Row tiles (dw_row_tile, one vector of channels at stride 1) take NR whole filter rows
+    // of KW taps instead, KW rows each; their pointers are the filter rows' first taps.
+    const i64 KW = pl.ker[2];
+    const auto [row_fn, NR] = sh.vectors == 1 && pl.stride[2] == 1 && pl.dil[2] == 1
+                                  ? dw_row_tile_for(KW, paired)
+                                  : std::pair<DwRowTileFn, i64>{nullptr, 0};
+    const i64 R = Q * T, rows_a_tile = row_fn != nullptr ? NR * KW : P, ntr = (R + rows_a_tile - 1) / rows_a_tile;
+    const i64 pointers = row_fn != nullptr ? NR : P, step = row_fn != nullptr ? KW : 1;
+    std::vector<i64> row_off(static_cast<std::size_t>(ntr * pointers));
+    for (i64 i = 0; i < ntr * pointers; ++i) {
+      const i64 rr = std::min(i * step, R - step);
+      row_off[static_cast<std::size_t>(i)] = rr / T * pl.padded_numel * F + tap_off[static_cast<std::size_t>(rr % T)];
     }
     const i64 S = pl.slices, per = (pixels + S - 1) / S;
-    const i64 tile_floats = P * B;
+    // The partial sums hold row r at r * B. Row tiles pad R to 20 or 21 rows where the plan
+    // pads it to 24 (KvecPlan::tile_rows), but their B is a quarter of kKvecMaxBlock.
+    const i64 tile_floats = rows_a_tile * B;
     auto partial_at = [&](i64 gu, i64 kb, i64 s) { return packed + ((gu * nkb + kb) * S + s) * ntr * tile_floats; };
     // Small layers have fewer (group, block, slice) units than threads (8x8 images: one
     // slice); their tile rows are then split into spans, a task each (every span re-reads
@@ -821,8 +903,9 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
               for (i64 dd = (tr - tr0) * nd / ntiles; dd < (tr - tr0 + 1) * nd / ntiles; ++dd)
                 prefetch_span(dyk + dd * pl.dst_numel + dy_off[0] + m, next_m);
             const float* rows[kMaxP];
-            for (i64 r = 0; r < P; ++r) rows[r] = xg + row_off[static_cast<std::size_t>(tr * P + r)];
-            fn(rows, dyt, x_off, m, m, 0, 1, 0, part + tr * tile_floats, c0 == lo);
+            for (i64 r = 0; r < pointers; ++r) rows[r] = xg + row_off[static_cast<std::size_t>(tr * pointers + r)];
+            if (row_fn != nullptr) row_fn(rows, dyt, x_off, m, part + tr * tile_floats, c0 == lo);
+            else fn(rows, dyt, x_off, m, m, 0, 1, 0, part + tr * tile_floats, c0 == lo);
           }
         }
       }
@@ -837,7 +920,7 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
         const i64 q = idx % Q, kb = idx / Q % nkb, gu = idx / Q / nkb;
         const i64 d0 = kb * B, nd = std::min<i64>(B, ndu - d0);
         for (i64 tp = 0; tp < T; ++tp) {
-          const i64 r = q * T + tp, at = (r / P) * tile_floats + (r % P) * B;
+          const i64 at = (q * T + tp) * B;
           std::fill(sum, sum + B, 0.0f);
           for (i64 s = 0; s < S; ++s) {
             const float* row = partial_at(gu, kb, s) + at;
