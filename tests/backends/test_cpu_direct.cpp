@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -128,6 +129,14 @@ std::vector<ConvCase> kvec_cases() {
       // cut short (rows of 25) and a last tile of one filter row of its 3 (16 filter rows).
       make_conv_case("row tiles, paired groups 2x7 grad weights", {1, 32, 4, 25}, {32, 8, 2, 7}, Pairs{{1, 0}, {2, 4}},
                      {1, 1}, {}, false, 4),
+      // ... and at stride 2 along the rows: odd and even row lengths, 3, 5 and 7 taps.
+      make_conv_case("row tiles, stride 2, 16 channels 3x3", {2, 5, 7, 31}, {16, 5, 3, 3}, 1, {1, 2}),
+      make_conv_case("row tiles, stride 2, paired groups 5x5", {1, 16, 9, 40}, {16, 8, 5, 5}, 2, {2, 2}, {}, true, 2),
+      make_conv_case("row tiles, stride 2, 1x7", {1, 6, 3, 45}, {16, 6, 1, 7}, Pairs{{0, 0}, {3, 2}}, {1, 2}),
+      make_conv_case("row tiles, stride 2, paired groups 3x7", {1, 32, 5, 26}, {32, 8, 3, 7}, "valid", {1, 2}, {},
+                     false, 4),
+      make_conv_case("row tiles, stride 2, 16 channels 5x5", {1, 3, 12, 29}, {16, 3, 5, 5}, 2, {2, 2}),
+      make_conv_case("row tiles, stride 2, 16 channels 1x3 rows of 2", {3, 4, 6, 2}, {16, 4, 1, 3}, 1, {1, 2}),
       // Valid layers, whose input gradient skips the taps reading only padding per tile.
       make_conv_case("LeNet-like valid 5x5", {2, 20, 13, 12}, {24, 20, 5, 5}, "valid", {1, 1}),
       make_conv_case("3-D valid dilated", {1, 17, 6, 5, 9}, {16, 17, 2, 3, 3}, "valid", {1, 1, 1}, {2, 1, 2}),
@@ -269,10 +278,12 @@ TEST_CASE("direct: an Inf in the input stays in the outputs whose window holds i
   // 2 groups of 8 (AVX-512) their paired form, whose broadcasts move the Inf as bits.
   const auto direct = make_cpu_direct_algorithm();
   ThreadPool pool(2);
-  using KG = std::pair<std::int64_t, std::int64_t>;  // output channels, groups
-  const auto [K, G] = GENERATE(KG{2, 1}, KG{16, 1}, KG{16, 2});
-  INFO("K = " << K << ", groups = " << G);
-  const ConvCase c = make_conv_case("inf", {2, 3 * G, 6, 23}, {K, 3, 3, 3}, "valid", {1, 1}, {}, false, G);
+  // Output channels, groups, and the stride along the rows: at 2 (channel-vectorised tiles
+  // only) the last column is still read by the last tap alone.
+  using KGS = std::tuple<std::int64_t, std::int64_t, std::int64_t>;
+  const auto [K, G, stride] = GENERATE(KGS{2, 1, 1}, KGS{16, 1, 1}, KGS{16, 2, 1}, KGS{16, 1, 2}, KGS{16, 2, 2});
+  INFO("K = " << K << ", groups = " << G << ", stride " << stride);
+  const ConvCase c = make_conv_case("inf", {2, 3 * G, 6, 23}, {K, 3, 3, 3}, "valid", {1, stride}, {}, false, G);
   for (ConvDirection dir : {ConvDirection::forward, ConvDirection::grad_weights}) {
     const ConvProblem p = c.problem(dir, DType::float32);
     REQUIRE(direct->workspace_bytes(p) > 0);

@@ -216,16 +216,17 @@ void row_tile(const float* src, const float* w, const i64* taps, i64 T, i64 nrow
 
 /// Grad weights' row tile: NR filter rows of KW taps (dilation 1) x one vector of output
 /// channels, accumulated over the m pixels of a dy chunk (dyt: pixel j's channels at
-/// dyt + j * kL): io row fr * KW + k (+)= sum_j x[xrows[fr] + x_off[j] + k * F] * dyt[j],
-/// zero-started when `init`. Where consecutive pixels' sources are F floats apart (a run
-/// along a row at stride 1), the source value at column c of the run is broadcast once per
-/// filter row for the KW (pixel c - k, tap k) pairs that read it, against a window of the
-/// last KW dy vectors: NR broadcasts and one load for NR x KW FMAs, where tile() takes a
-/// broadcast per FMA. The first and last KW - 1 columns of a run skip the pairs outside it
-/// (never a zero product, which would turn an infinite input into NaN).
-template <int KW, int NR, bool kPair>
+/// dyt + j * kL): io row r * KW + k (+)= sum_j x[xrows[r] + x_off[j] + k * F] * dyt[j],
+/// zero-started when `init`. Where consecutive pixels' sources are S positions apart (a run
+/// along a row at stride S), source column c of the run feeds the pairs (pixel i, tap k)
+/// with S * i + k = c: it is broadcast once per filter row for all of them, against a
+/// window of the last ceil(KW / S) dy vectors. At stride 1 that is NR broadcasts and one
+/// load for NR x KW FMAs, at stride 2 2 x NR broadcasts for NR x KW, where tile() takes a
+/// broadcast per FMA. The first and last pixels' steps skip the pairs outside the run (never
+/// a zero product, which would turn an infinite input into NaN).
+template <int KW, int NR, int S, bool kPair>
 void dw_row_tile(const float* const* xrows, const float* dyt, const i64* x_off, i64 m, float* io, bool init) {
-  constexpr int F = kPair ? 2 : 1;
+  constexpr int F = kPair ? 2 : 1, M = (KW + S - 1) / S;
   vkf acc[NR][KW];
 #pragma GCC unroll 8
   for (int r = 0; r < NR; ++r)
@@ -236,32 +237,40 @@ void dw_row_tile(const float* const* xrows, const float* dyt, const i64* x_off, 
     }
   for (i64 j0 = 0, j1; j0 < m; j0 = j1) {
     j1 = j0 + 1;
-    while (j1 < m && x_off[j1] == x_off[j1 - 1] + F) ++j1;
+    while (j1 < m && x_off[j1] == x_off[j1 - 1] + S * F) ++j1;
     const i64 n = j1 - j0;
     const float* xs[NR];
 #pragma GCC unroll 8
     for (int r = 0; r < NR; ++r) xs[r] = xrows[r] + x_off[j0];
     const float* d = dyt + j0 * kL;
-    vkf win[KW] = {};  // win[k]: dy of the run's pixel c - k
-    const auto column = [&](i64 c, auto guarded) {
+    vkf win[M] = {};  // win[u]: dy of the run's pixel i - u
+    // Step i: columns S * i + e (e < S), each tap k = e + S * u with pixel i - u in the run.
+    const auto step = [&](i64 i, auto guarded) {
 #pragma GCC unroll 8
-      for (int k = KW - 1; k > 0; --k) win[k] = win[k - 1];
-      if (!guarded || c < n) std::memcpy(&win[0], d + c * kL, sizeof(vkf));
+      for (int u = M - 1; u > 0; --u) win[u] = win[u - 1];
+      if (!guarded || i < n) std::memcpy(&win[0], d + i * kL, sizeof(vkf));
+#pragma GCC unroll 2
+      for (int e = 0; e < S; ++e) {
+        bool any = !guarded;
 #pragma GCC unroll 8
-      for (int r = 0; r < NR; ++r) {
-        vkf x;
-        if constexpr (kPair) x = pair_broadcast(xs[r] + c * F);
-        else x = vkf{} + xs[r][c];
+        for (int u = 0; u < M; ++u) any = any || (e + S * u < KW && i - u >= 0 && i - u < n);
+        if (!any) continue;  // no pair reads this column (past the run's last tap)
 #pragma GCC unroll 8
-        for (int k = 0; k < KW; ++k)
-          if (!guarded || (c - k >= 0 && c - k < n)) acc[r][k] += x * win[k];
+        for (int r = 0; r < NR; ++r) {
+          vkf x;
+          if constexpr (kPair) x = pair_broadcast(xs[r] + (S * i + e) * F);
+          else x = vkf{} + xs[r][S * i + e];
+#pragma GCC unroll 8
+          for (int u = 0; u < M; ++u)
+            if (e + S * u < KW && (!guarded || (i - u >= 0 && i - u < n))) acc[r][e + S * u] += x * win[u];
+        }
       }
     };
-    // Columns [0, KW - 1) and [max(n, KW - 1), n + KW - 1) have pairs outside the run.
-    i64 c = 0;
-    for (; c < KW - 1; ++c) column(c, std::true_type{});
-    for (; c < n; ++c) column(c, std::false_type{});
-    for (; c < n + KW - 1; ++c) column(c, std::true_type{});
+    // Steps [0, M - 1) and [max(n, M - 1), n + M - 1) have pairs outside the run.
+    i64 i = 0;
+    for (; i < M - 1; ++i) step(i, std::true_type{});
+    for (; i < n; ++i) step(i, std::false_type{});
+    for (; i < n + M - 1; ++i) step(i, std::true_type{});
   }
 #pragma GCC unroll 8
   for (int r = 0; r < NR; ++r)
@@ -501,19 +510,25 @@ TileFn tile_for(const KvecShape& sh, bool paired) {
 using RowTileFn = void (*)(const float*, const float*, const i64*, i64, i64, i64, i64, i64, float*, bool);
 
 using DwRowTileFn = void (*)(const float* const*, const float*, const i64*, i64, float*, bool);
-/// Grad weights' row tile for filter rows of `kw` taps (AVX-512's one vector of channels; 3,
-/// 5 and 7 taps) and its filter rows a tile (`rows`), or none: as many rows as leave the KW
-/// dy vectors and a broadcast their registers (24, 20 and 21 accumulators of 32).
-std::pair<DwRowTileFn, i64> dw_row_tile_for(i64 kw, bool paired) {
+/// Grad weights' row tile for filter rows of `kw` taps at stride 1 or 2 along the row
+/// (AVX-512's one vector of channels; 3, 5 and 7 taps) and its filter rows a tile, or none:
+/// as many rows as leave the dy window and a broadcast their registers (24, 20 and 21
+/// accumulators of 32).
+std::pair<DwRowTileFn, i64> dw_row_tile_for(i64 kw, i64 stride, bool paired) {
 #if CONVGRAPH_ISA_AVX512
+  const auto pick = [&]<int KW, int NR>() -> std::pair<DwRowTileFn, i64> {
+    if (stride == 1) return {paired ? &dw_row_tile<KW, NR, 1, true> : &dw_row_tile<KW, NR, 1, false>, NR};
+    if (stride == 2) return {paired ? &dw_row_tile<KW, NR, 2, true> : &dw_row_tile<KW, NR, 2, false>, NR};
+    return {nullptr, 0};
+  };
   switch (kw) {
-    case 3: return {paired ? &dw_row_tile<3, 8, true> : &dw_row_tile<3, 8, false>, 8};
-    case 5: return {paired ? &dw_row_tile<5, 4, true> : &dw_row_tile<5, 4, false>, 4};
-    case 7: return {paired ? &dw_row_tile<7, 3, true> : &dw_row_tile<7, 3, false>, 3};
+    case 3: return pick.template operator()<3, 8>();
+    case 5: return pick.template operator()<5, 4>();
+    case 7: return pick.template operator()<7, 3>();
     default: break;
   }
 #endif
-  (void)kw, (void)paired;
+  (void)kw, (void)stride, (void)paired;
   return {nullptr, 0};
 }
 
@@ -831,12 +846,11 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
 
   if (pl.grad_weights) {
     // Tile rows are (input channel, tap) pairs r = q * T + t; the last tile repeats its last.
-    // Row tiles (dw_row_tile, one vector of channels at stride 1) take NR whole filter rows
+    // Row tiles (dw_row_tile, one vector of channels at stride 1 or 2) take NR whole filter rows
     // of KW taps instead, KW rows each; their pointers are the filter rows' first taps.
     const i64 KW = pl.ker[2];
-    const auto [row_fn, NR] = sh.vectors == 1 && pl.stride[2] == 1 && pl.dil[2] == 1
-                                  ? dw_row_tile_for(KW, paired)
-                                  : std::pair<DwRowTileFn, i64>{nullptr, 0};
+    const auto [row_fn, NR] = sh.vectors == 1 && pl.dil[2] == 1 ? dw_row_tile_for(KW, pl.stride[2], paired)
+                                                                 : std::pair<DwRowTileFn, i64>{nullptr, 0};
     const i64 R = Q * T, rows_a_tile = row_fn != nullptr ? NR * KW : P, ntr = (R + rows_a_tile - 1) / rows_a_tile;
     const i64 pointers = row_fn != nullptr ? NR : P, step = row_fn != nullptr ? KW : 1;
     std::vector<i64> row_off(static_cast<std::size_t>(ntr * pointers));
