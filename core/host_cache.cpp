@@ -7,7 +7,14 @@
 
 #include <sys/sysinfo.h>
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__)  // GCC
+#define CG_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)  // clang
+#define CG_ASAN 1
+#endif
+#endif
+#if defined(CG_ASAN)
 #include <sanitizer/asan_interface.h>  // a cached buffer is poisoned: a read through a stale tensor is reported
 #define CG_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
 #define CG_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)

@@ -849,8 +849,11 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
     // Row tiles (dw_row_tile, one vector of channels at stride 1 or 2) take NR whole filter rows
     // of KW taps instead, KW rows each; their pointers are the filter rows' first taps.
     const i64 KW = pl.ker[2];
-    const auto [row_fn, NR] = sh.vectors == 1 && pl.dil[2] == 1 ? dw_row_tile_for(KW, pl.stride[2], paired)
-                                                                 : std::pair<DwRowTileFn, i64>{nullptr, 0};
+    const std::pair<DwRowTileFn, i64> dw_row = sh.vectors == 1 && pl.dil[2] == 1
+                                                   ? dw_row_tile_for(KW, pl.stride[2], paired)
+                                                   : std::pair<DwRowTileFn, i64>{nullptr, 0};
+    const DwRowTileFn row_fn = dw_row.first;  // not structured bindings: clang 14's lambdas cannot capture them
+    const i64 NR = dw_row.second;
     const i64 R = Q * T, rows_a_tile = row_fn != nullptr ? NR * KW : P, ntr = (R + rows_a_tile - 1) / rows_a_tile;
     const i64 pointers = row_fn != nullptr ? NR : P, step = row_fn != nullptr ? KW : 1;
     std::vector<i64> row_off(static_cast<std::size_t>(ntr * pointers));
