@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/host_cache.hpp"
+#include "support/child_process.hpp"
 
 using namespace convgraph;
 
@@ -170,4 +171,45 @@ TEST_CASE("tensor: CONVGRAPH_HOST_CACHE_MB takes megabytes from 0 to 2^20", "[co
     CHECK_THROWS_WITH(parse_host_cache_mb(bad),
                       Catch::Matchers::Contains("CONVGRAPH_HOST_CACHE_MB='" + std::string(bad) + "' is invalid"));
   }
+}
+
+// Run in a fresh process by the test below, with CONVGRAPH_HOST_CACHE_MB set: the cache
+// reads it when the first large buffer is asked for.
+TEST_CASE("host cache child: CONVGRAPH_HOST_CACHE_MB on first use", "[.][host_cache_child]") {
+  const char* env = std::getenv("CONVGRAPH_HOST_CACHE_MB");
+  REQUIRE(env != nullptr);
+  const std::string value = env;
+  const std::size_t mib = std::size_t{1} << 20;
+  if (value == "0") {  // off: nothing is kept
+    { auto a = allocate_host(8 * mib); }
+    CHECK(host_cache_stats().limit_bytes == 0);
+    CHECK(host_cache_stats().bytes_cached == 0);
+  } else if (value == "10") {
+    {
+      auto a = allocate_host(8 * mib);
+      auto b = allocate_host(12 * mib);
+      b.reset();  // larger than the whole limit: freed
+      CHECK(host_cache_stats().bytes_cached == 0);
+    }
+    CHECK(host_cache_stats().limit_bytes == 10 * mib);
+    CHECK(host_cache_stats().bytes_cached == 8 * mib);
+    { auto c = allocate_host(4 * mib); }  // 8 + 4 > 10: the 8 MiB buffer, the oldest, goes
+    CHECK(host_cache_stats().bytes_cached == 4 * mib);
+    CHECK(host_cache_stats().buffers_cached == 1);
+  } else {  // a bad value: every large allocation names it; small ones never ask
+    CHECK_THROWS_AS(allocate_host(8 * mib), ValueError);
+    CHECK_THROWS_WITH(Tensor(DType::float32, {1 << 21}),
+                      Catch::Matchers::Contains("CONVGRAPH_HOST_CACHE_MB='" + value + "' is invalid"));
+    CHECK(allocate_host(1024)->bytes == 1024);
+  }
+}
+
+TEST_CASE("tensor: CONVGRAPH_HOST_CACHE_MB bounds the host cache, 0 turns it off, a bad value is a ValueError",
+          "[core][tensor][host_cache][errors]") {
+  const std::string child = "host cache child: CONVGRAPH_HOST_CACHE_MB on first use";
+  // 0 is what Catch2 returns when every check in the child passed.
+  CHECK(test::run_test_in_new_process(child, {{"CONVGRAPH_HOST_CACHE_MB", "0"}}) == 0);
+  CHECK(test::run_test_in_new_process(child, {{"CONVGRAPH_HOST_CACHE_MB", "10"}}) == 0);
+  CHECK(test::run_test_in_new_process(child, {{"CONVGRAPH_HOST_CACHE_MB", "ten"}}) == 0);
+  CHECK(test::run_test_in_new_process(child, {{"CONVGRAPH_HOST_CACHE_MB", "2000000"}}) == 0);
 }

@@ -862,8 +862,9 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
       row_off[static_cast<std::size_t>(i)] = rr / T * pl.padded_numel * F + tap_off[static_cast<std::size_t>(rr % T)];
     }
     const i64 S = pl.slices, per = (pixels + S - 1) / S;
-    // The partial sums hold row r at r * B. Row tiles pad R to 20 or 21 rows where the plan
-    // pads it to 24 (KvecPlan::tile_rows), but their B is a quarter of kKvecMaxBlock.
+    // The partial sums hold row r at r * B. Row tiles round R up to a multiple of 24, 20 or
+    // 21 where the plan rounds it to 24 (KvecPlan::tile_rows); that fits, as their B is a
+    // quarter of the kKvecMaxBlock floats the plan gives a row.
     const i64 tile_floats = rows_a_tile * B;
     auto partial_at = [&](i64 gu, i64 kb, i64 s) { return packed + ((gu * nkb + kb) * S + s) * ntr * tile_floats; };
     // Small layers have fewer (group, block, slice) units than threads (8x8 images: one
