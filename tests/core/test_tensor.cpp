@@ -7,6 +7,17 @@
 #include "core/host_cache.hpp"
 #include "support/child_process.hpp"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define CG_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CG_TEST_ASAN 1
+#endif
+#endif
+#if defined(CG_TEST_ASAN)
+#include <sanitizer/asan_interface.h>
+#endif
+
 using namespace convgraph;
 
 TEST_CASE("tensor: construction, element access, 64-byte alignment", "[core][tensor]") {
@@ -104,20 +115,27 @@ TEST_CASE("tensor: a freed large host buffer is handed out again at the same siz
   }
   CHECK(freed.bytes_cached == 6 * mib);
   CHECK(freed.buffers_cached == 1);
+#if defined(CG_TEST_ASAN)
+  CHECK(__asan_address_is_poisoned(first));  // a read through a stale pointer is reported
+#endif
   auto b = allocate_host(6 * mib - 100);  // rounds to the same 2 MiB class
   CHECK(b->data == first);
+#if defined(CG_TEST_ASAN)
+  CHECK_FALSE(__asan_address_is_poisoned(first));
+#endif
   CHECK(b->bytes == 6 * mib - 100);
   CHECK(host_cache_stats().hits == freed.hits + 1);
   CHECK(host_cache_stats().bytes_cached == 0);
-  auto c = allocate_host(8 * mib);  // another class: a fresh buffer
+  b.reset();  // the 6 MiB buffer is cached again
+  auto c = allocate_host(8 * mib);  // another class: a fresh buffer, not the cached one
   CHECK(c->data != first);
   CHECK(host_cache_stats().misses == freed.misses + 1);
+  CHECK(host_cache_stats().bytes_cached == 6 * mib);
   static_cast<char*>(c->data)[8 * mib - 1] = 1;
   {
     auto small = allocate_host(mib);  // below 4 MiB: glibc's business, never cached
   }
-  CHECK(host_cache_stats().bytes_cached == 0);
-  b.reset();
+  CHECK(host_cache_stats().bytes_cached == 6 * mib);
   c.reset();
   CHECK(host_cache_stats().bytes_cached == 14 * mib);
   CHECK(host_cache_stats().buffers_cached == 2);

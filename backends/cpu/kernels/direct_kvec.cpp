@@ -215,17 +215,20 @@ void row_tile(const float* src, const float* w, const i64* taps, i64 T, i64 nrow
 }
 
 /// Grad weights' row tile: NR filter rows of KW taps (dilation 1) x one vector of output
-/// channels, accumulated over the m pixels of a dy chunk (dyt: pixel j's channels at
+/// channels, accumulated over the pixels of a dy chunk (dyt: pixel j's channels at
 /// dyt + j * kL): io row r * KW + k (+)= sum_j x[xrows[r] + x_off[j] + k * F] * dyt[j],
-/// zero-started when `init`. Where consecutive pixels' sources are S positions apart (a run
-/// along a row at stride S), source column c of the run feeds the pairs (pixel i, tap k)
+/// zero-started when `init`. The chunk comes as `nruns` runs, run u its pixels
+/// [runs[u], runs[u + 1]), whose sources are S positions apart (along a row at stride S):
+/// the caller finds them once for all the chunk's tiles. Source column c of a run feeds the
+/// pairs (pixel i, tap k)
 /// with S * i + k = c: it is broadcast once per filter row for all of them, against a
 /// window of the last ceil(KW / S) dy vectors. At stride 1 that is NR broadcasts and one
 /// load for NR x KW FMAs, at stride 2 2 x NR broadcasts for NR x KW, where tile() takes a
 /// broadcast per FMA. The first and last pixels' steps skip the pairs outside the run (never
 /// a zero product, which would turn an infinite input into NaN).
 template <int KW, int NR, int S, bool kPair>
-void dw_row_tile(const float* const* xrows, const float* dyt, const i64* x_off, i64 m, float* io, bool init) {
+void dw_row_tile(const float* const* xrows, const float* dyt, const i64* x_off, const i64* runs, i64 nruns,
+                 float* io, bool init) {
   constexpr int F = kPair ? 2 : 1, M = (KW + S - 1) / S;
   vkf acc[NR][KW];
 #pragma GCC unroll 8
@@ -235,10 +238,8 @@ void dw_row_tile(const float* const* xrows, const float* dyt, const i64* x_off, 
       if (init) acc[r][k] = vkf{};
       else std::memcpy(&acc[r][k], io + (r * KW + k) * kL, sizeof(vkf));
     }
-  for (i64 j0 = 0, j1; j0 < m; j0 = j1) {
-    j1 = j0 + 1;
-    while (j1 < m && x_off[j1] == x_off[j1 - 1] + S * F) ++j1;
-    const i64 n = j1 - j0;
+  for (i64 u = 0; u < nruns; ++u) {
+    const i64 j0 = runs[u], n = runs[u + 1] - j0;
     const float* xs[NR];
 #pragma GCC unroll 8
     for (int r = 0; r < NR; ++r) xs[r] = xrows[r] + x_off[j0];
@@ -509,7 +510,23 @@ TileFn tile_for(const KvecShape& sh, bool paired) {
 
 using RowTileFn = void (*)(const float*, const float*, const i64*, i64, i64, i64, i64, i64, float*, bool);
 
-using DwRowTileFn = void (*)(const float* const*, const float*, const i64*, i64, float*, bool);
+/// The row tile for filter rows of `kw` taps (AVX-512's one vector of channels; 3, 5 and 7
+/// taps), or none.
+RowTileFn row_tile_for(i64 kw, bool paired) {
+#if CONVGRAPH_ISA_AVX512
+  switch (kw) {
+    case 3: return paired ? &row_tile<3, true> : &row_tile<3, false>;
+    case 5: return paired ? &row_tile<5, true> : &row_tile<5, false>;
+    case 7: return paired ? &row_tile<7, true> : &row_tile<7, false>;
+    default: break;
+  }
+#endif
+  (void)kw, (void)paired;
+  return nullptr;
+}
+
+using DwRowTileFn = void (*)(const float* const*, const float*, const i64*, const i64*, i64, float*, bool);
+
 /// Grad weights' row tile for filter rows of `kw` taps at stride 1 or 2 along the row
 /// (AVX-512's one vector of channels; 3, 5 and 7 taps) and its filter rows a tile, or none:
 /// as many rows as leave the dy window and a broadcast their registers (24, 20 and 21
@@ -530,21 +547,6 @@ std::pair<DwRowTileFn, i64> dw_row_tile_for(i64 kw, i64 stride, bool paired) {
 #endif
   (void)kw, (void)stride, (void)paired;
   return {nullptr, 0};
-}
-
-/// The row tile for filter rows of `kw` taps (AVX-512's one vector of channels; 3, 5 and 7
-/// taps), or none.
-RowTileFn row_tile_for(i64 kw, bool paired) {
-#if CONVGRAPH_ISA_AVX512
-  switch (kw) {
-    case 3: return paired ? &row_tile<3, true> : &row_tile<3, false>;
-    case 5: return paired ? &row_tile<5, true> : &row_tile<5, false>;
-    case 7: return paired ? &row_tile<7, true> : &row_tile<7, false>;
-    default: break;
-  }
-#endif
-  (void)kw, (void)paired;
-  return nullptr;
 }
 
 }  // namespace
@@ -875,7 +877,7 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
     const i64 spans = std::clamp<i64>((4 * threads + units - 1) / units, 1, std::max<i64>(1, ntr / 4));
     parallel_over(ctx, units * spans, [&](i64 begin, i64 end) {
       alignas(64) float dyt[kChunkPixels * kKvecMaxBlock];  // dy chunk as [pixel][output channel]
-      i64 dy_off[kChunkPixels], x_off[kChunkPixels];
+      i64 dy_off[kChunkPixels], x_off[kChunkPixels], x_runs[kChunkPixels + 1];
       for (i64 idx = begin; idx < end; ++idx) {
         const i64 span = idx % spans, unit = idx / spans;
         const i64 s = unit % S, kb = unit / S % nkb, gu = unit / S / nkb;
@@ -892,6 +894,13 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
           for (i64 j = 0; j < m; ++j, at.next()) {
             dy_off[j] = at.dst;
             x_off[j] = at.src * F;
+          }
+          i64 nxr = 0;  // row tiles: the chunk's runs of sources a stride apart, once for every tile
+          for (i64 j0 = 0, j1; j0 < m && row_fn != nullptr; j0 = j1) {
+            j1 = j0 + 1;
+            while (j1 < m && x_off[j1] == x_off[j1 - 1] + pl.stride[2] * F) ++j1;
+            x_runs[nxr++] = j0;
+            x_runs[nxr] = j1;
           }
           const float* dyk = static_cast<const float*>(t.y) + (gu * ndu + d0) * pl.dst_numel;
           // Run by run (pixels consecutive in one image), whole blocks through registers
@@ -922,7 +931,7 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
                 prefetch_span(dyk + dd * pl.dst_numel + dy_off[0] + m, next_m);
             const float* rows[kMaxP];
             for (i64 r = 0; r < pointers; ++r) rows[r] = xg + row_off[static_cast<std::size_t>(tr * pointers + r)];
-            if (row_fn != nullptr) row_fn(rows, dyt, x_off, m, part + tr * tile_floats, c0 == lo);
+            if (row_fn != nullptr) row_fn(rows, dyt, x_off, x_runs, nxr, part + tr * tile_floats, c0 == lo);
             else fn(rows, dyt, x_off, m, m, 0, 1, 0, part + tr * tile_floats, c0 == lo);
           }
         }
