@@ -506,11 +506,50 @@ void input_transform(const float* const tap[kAlpha][6], i64 lanes, float* V, i64
   }
 }
 
-void input_row(const float* plane, const Job& j, i64 ty, LineCache& cache, float* V, i64 vstride, i64 base) {
-  const float* tap[kAlpha][6];
-  input_taps(plane, j, ty, cache, tap);
-  input_transform(tap, j.tw, V, vstride, base);
+/// Taps of several tile rows side by side (narrow images: tw < kVL), so one transform
+/// vector holds whole tile rows instead of one row's tw tiles: lane k * tw + q is tile q
+/// of the k-th row, which is where V and D keep it. Each row's taps are copied in as it
+/// is read (the line caches hold one row's lines at a time).
+template <int A, int C>
+struct TapGroup {
+  alignas(64) float line[A][C][kVL] = {};
+  const float* tap[A][C];
+  TapGroup() {
+    for (int a = 0; a < A; ++a)
+      for (int c = 0; c < C; ++c) tap[a][c] = line[a][c];
+  }
+  void add(const float* const row_tap[A][C], i64 k, i64 tw) {
+    for (int a = 0; a < A; ++a)
+      for (int c = 0; c < C; ++c)
+        storen_first(line[a][c] + k * tw, loadn_part(row_tap[a][c], 0, tw), static_cast<int>(tw));
+  }
+  /// Zeros the lanes from row k on (a last, partial group: no stale taps in its spare lanes).
+  void clear_from(i64 k, i64 tw) {
+    for (int a = 0; a < A; ++a)
+      for (int c = 0; c < C; ++c) std::fill(line[a][c] + k * tw, line[a][c] + kVL, 0.0f);
+  }
+};
+
+/// Transforms tile rows [r0, r1) of one plane (lanes from (r - r0) * tw): taps(r, tap)
+/// gives a row's taps, transform(tap, lanes, base) transforms lanes [base, base + lanes).
+/// One transform per row, or per `group` rows side by side in `grp` (narrow images).
+template <int A, int C, class Taps, class Transform>
+void transform_rows(const Job& j, i64 group, i64 r0, i64 r1, TapGroup<A, C>& grp, Taps&& taps, Transform&& transform) {
+  for (i64 r = r0; r < r1; r += group) {
+    const i64 rows = std::min(group, r1 - r), base = (r - r0) * j.tw;
+    for (i64 k = 0; k < rows; ++k) {
+      const float* tap[A][C];
+      taps(r + k, tap);
+      if (group == 1) transform(tap, j.tw, base);
+      else grp.add(tap, k, j.tw);
+    }
+    if (group > 1) {
+      if (rows < group) grp.clear_from(rows, j.tw);
+      transform(grp.tap, rows * j.tw, base);
+    }
+  }
 }
+
 
 // ---------------------------------------------------------------------------------------
 // GEMM: M_e[co][t] = sum_ci U_e[co][ci] V_e[ci][t], kMR x (nv*16) register block.
@@ -584,45 +623,74 @@ inline void at6(const V m[6], V o[4]) {
   o[3] = d12 + 8.0f * d34 + m[5];
 }
 
-/// stream: a row that starts a vector-aligned address has its whole vectors streamed out
-/// (the caller fences them).
-void output_row(const float* M, i64 mstride, i64 base, const Job& j, i64 ty, float* plane, bool stream) {
+/// The output transform of the kVL tiles at lanes [at, at + kVL) of M: out[a][v] is their
+/// output row a, columns 4 * kVL * ... in order (tile lane t's 4 columns at 4t .. 4t + 3 of
+/// the concatenated out[a][0..3]).
+inline void output_vectors(const float* M, i64 mstride, i64 at, vnat out[4][4]) {
   constexpr int H = kVL / 2;
   // Interleave lanes of (a, b), then pairs of lanes: output column 4*tx + b is o[b] lane tx.
   constexpr vnati p_lo = lane_mask([](int i) { return i / 2 + (i % 2 ? kVL : 0); });
   constexpr vnati p_hi = lane_mask([](int i) { return H + i / 2 + (i % 2 ? kVL : 0); });
   constexpr vnati q_lo = lane_mask([](int i) { return i / 4 * 2 + i % 2 + (i % 4 >= 2 ? kVL : 0); });
   constexpr vnati q_hi = lane_mask([](int i) { return H + i / 4 * 2 + i % 2 + (i % 4 >= 2 ? kVL : 0); });
+  vnat t[4][6];  // after the vertical transform
+  for (int s = 0; s < 6; ++s) {
+    vnat m[6], o[4];
+    for (int r = 0; r < 6; ++r) m[r] = loadn(M + (r * 6 + s) * mstride + at);
+    at6(m, o);
+    for (int a = 0; a < 4; ++a) t[a][s] = o[a];
+  }
+  for (int a = 0; a < 4; ++a) {
+    vnat o[4];
+    at6(t[a], o);
+    const vnat p0 = shufn(o[0], o[1], p_lo), p1 = shufn(o[0], o[1], p_hi);
+    const vnat q0 = shufn(o[2], o[3], p_lo), q1 = shufn(o[2], o[3], p_hi);
+    out[a][0] = shufn(p0, q0, q_lo), out[a][1] = shufn(p0, q0, q_hi);
+    out[a][2] = shufn(p1, q1, q_lo), out[a][3] = shufn(p1, q1, q_hi);
+  }
+}
+
+/// Stores columns [0, cols) of one output row's vectors (cols <= 4 * kVL) at dst. stream:
+/// where dst is vector-aligned, its whole vectors go past the caches (the caller fences them).
+inline void store_output_row(const vnat out[4], i64 cols, float* dst, bool stream) {
+  int v = 0;
+  if (stream && vector_aligned(dst))
+    for (; v < 4 && kVL * (v + 1) <= cols; ++v) stream_storen(dst + kVL * v, out[v]);
+  for (; v < 4 && kVL * (v + 1) <= cols; ++v) storen(dst + kVL * v, out[v]);
+  if (v < 4 && kVL * v < cols) storen_first(dst + kVL * v, out[v], static_cast<int>(cols - kVL * v));
+}
+
+/// Tile row ty of one output channel, its tiles at lanes base .. base + tw of M, into plane.
+void output_row(const float* M, i64 mstride, i64 base, const Job& j, i64 ty, float* plane, bool stream) {
   const i64 rows = std::min<i64>(4, j.OH - 4 * ty);
   for (i64 tx = 0; tx < j.tw; tx += kVL) {
-    vnat t[4][6];  // after the vertical transform
-    for (int s = 0; s < 6; ++s) {
-      vnat m[6], o[4];
-      for (int r = 0; r < 6; ++r) m[r] = loadn(M + (r * 6 + s) * mstride + base + tx);
-      at6(m, o);
-      for (int a = 0; a < 4; ++a) t[a][s] = o[a];
-    }
+    vnat out[4][4];
+    output_vectors(M, mstride, base + tx, out);
     const i64 x0 = 4 * tx, cols = std::min<i64>(4 * kVL, j.OW - x0);
-    for (i64 a = 0; a < rows; ++a) {
-      vnat o[4];
-      at6(t[a], o);
-      const vnat p0 = shufn(o[0], o[1], p_lo), p1 = shufn(o[0], o[1], p_hi);
-      const vnat q0 = shufn(o[2], o[3], p_lo), q1 = shufn(o[2], o[3], p_hi);
-      const vnat out[4] = {shufn(p0, q0, q_lo), shufn(p0, q0, q_hi), shufn(p1, q1, q_lo), shufn(p1, q1, q_hi)};
-      float* dst = plane + (4 * ty + a) * j.OW + x0;
-      int v = 0;
-      if (stream && vector_aligned(dst))
-        for (; v < 4 && kVL * (v + 1) <= cols; ++v) stream_storen(dst + kVL * v, out[v]);
-      for (; v < 4 && kVL * (v + 1) <= cols; ++v) storen(dst + kVL * v, out[v]);
-      if (v < 4 && kVL * v < cols) {
-#if CONVGRAPH_ISA_AVX512
-        _mm512_mask_storeu_ps(dst + kVL * v, static_cast<__mmask16>((1u << (cols - kVL * v)) - 1u), out[v]);
-#else
-        alignas(64) float tmp[kVL];
-        storen(tmp, out[v]);
-        std::memcpy(dst + kVL * v, tmp, static_cast<std::size_t>(cols - kVL * v) * sizeof(float));
-#endif
-      }
+    for (i64 a = 0; a < rows; ++a) store_output_row(out[a], cols, plane + (4 * ty + a) * j.OW + x0, stream);
+  }
+}
+
+/// Narrow images (tw <= kVL / 2): n tile rows side by side, row k's tiles at lanes
+/// base + k * tw .. + tw of M (as V keeps them), transformed by one output_vectors; row k's
+/// columns are then lanes 4 * k * tw .. of each transformed row. plane(k) is its channel
+/// plane, ty(k) its tile row there.
+template <class Plane, class TileRow>
+void output_rows_side_by_side(const float* M, i64 mstride, i64 base, const Job& j, i64 n, Plane&& plane,
+                              TileRow&& ty) {
+  vnat out[4][4];
+  output_vectors(M, mstride, base, out);
+  alignas(64) float line[5 * kVL];  // + kVL: a row's last vector may read past the four
+  std::fill(line + 4 * kVL, line + 5 * kVL, 0.0f);
+  for (int a = 0; a < 4; ++a) {
+    for (int v = 0; v < 4; ++v) storen(line + kVL * v, out[a][v]);
+    for (i64 k = 0; k < n; ++k) {
+      const i64 y = 4 * ty(k) + a;
+      if (y >= j.OH) continue;
+      float* dst = plane(k) + y * j.OW;
+      const float* row = line + 4 * k * j.tw;
+      for (i64 x = 0; x < j.OW; x += kVL)
+        storen_first(dst + x, loadn<vnat>(row + x), static_cast<int>(std::min<i64>(kVL, j.OW - x)));
     }
   }
 }
@@ -650,13 +718,23 @@ void run_winograd(const ConvProblem& p, const ConvTensors& t, const ConvContext&
   const i64 ntasks = j.G * j.blocks * parts;
   const i64 used = std::min<i64>({j.slots, ntasks, pool ? pool->size() : 1});
   // 1. input transform of channels [c0, c1) of block blk, group gr, into V.
+  // Narrow images (tw <= kVL / 2) transform `side` tile rows side by side, one vector for
+  // all (TapGroup, output_rows_side_by_side), rather than one vector of tw useful lanes
+  // per row: 8x8 images (tw = 2) used 2 of 16 lanes.
+  const i64 side = std::max<i64>(1, kVL / j.tw);
   auto transform_inputs = [&](LineCache& cache, i64 gr, i64 blk, i64 c0, i64 c1, float* V) {
     const i64 r0 = blk * j.R, r1 = std::min(j.rows, r0 + j.R);
-    for (i64 ci = c0; ci < c1; ++ci)
-      for (i64 r = r0; r < r1; ++r) {
-        if (r == r0) std::fill(std::begin(cache.plane), std::end(cache.plane), nullptr);
-        input_row(j.src_plane(src, r / j.th, gr, ci), j, r % j.th, cache, V + ci * j.ts, j.ve, (r - r0) * j.tw);
-      }
+    TapGroup<kAlpha, 6> group;
+    for (i64 ci = c0; ci < c1; ++ci) {
+      std::fill(std::begin(cache.plane), std::end(cache.plane), nullptr);
+      float* Vc = V + ci * j.ts;
+      transform_rows(
+          j, side, r0, r1, group,
+          [&](i64 r, const float* tap[kAlpha][6]) {
+            input_taps(j.src_plane(src, r / j.th, gr, ci), j, r % j.th, cache, tap);
+          },
+          [&](const float* const tap[kAlpha][6], i64 lanes, i64 base) { input_transform(tap, lanes, Vc, j.ve, base); });
+    }
   };
   // One block split into parts: the parts share one input transform, in slot 0's V, done
   // first in parallel over the channels, instead of each part repeating all of it
@@ -719,16 +797,26 @@ void run_winograd(const ConvProblem& p, const ConvTensors& t, const ConvContext&
             for (int e = 0; e < kE; ++e)
               gemm_e(j, U + (gr * kE + e) * j.kop * j.Ci + kb0 * j.Ci * kMR, V + e * j.ve, M + e * j.me, kb0, kb1);
           }
-          for (i64 co = kb0 * kMR; co < std::min(j.Co, kb1 * kMR); ++co)
-            for (i64 r = r0; r < r1; ++r) {
-              const i64 ty = r % j.th;
-              float* plane = j.dst_plane(dst, r / j.th, gr, co);
-              output_row(M + (co - kb0 * kMR) * j.ts, j.me, (r - r0) * j.tw, j, ty, plane, stream_dst);
-              if (!j.grad && !t.epilogue.empty()) {  // the fused epilogue on the rows just written
-                const i64 y0 = 4 * ty * j.OW, len = std::min<i64>(4, j.OH - 4 * ty) * j.OW;
-                conv_epilogue_run(t.epilogue, plane + y0, (plane - dst) + y0, gr * j.Co + co, len);
+          for (i64 co = kb0 * kMR; co < std::min(j.Co, kb1 * kMR); ++co) {
+            const float* Mc = M + (co - kb0 * kMR) * j.ts;
+            auto plane = [&](i64 r) { return j.dst_plane(dst, r / j.th, gr, co); };
+            for (i64 r = r0; r < r1; r += side) {
+              const i64 n = std::min(side, r1 - r);
+              if (side == 1) {
+                output_row(Mc, j.me, (r - r0) * j.tw, j, r % j.th, plane(r), stream_dst);
+              } else {
+                output_rows_side_by_side(
+                    Mc, j.me, (r - r0) * j.tw, j, n, [&](i64 k) { return plane(r + k); },
+                    [&](i64 k) { return (r + k) % j.th; });
               }
+              if (!j.grad && !t.epilogue.empty())  // the fused epilogue on the rows just written
+                for (i64 k = 0; k < n; ++k) {
+                  const i64 ty = (r + k) % j.th, y0 = 4 * ty * j.OW, len = std::min<i64>(4, j.OH - 4 * ty) * j.OW;
+                  float* pl = plane(r + k);
+                  conv_epilogue_run(t.epilogue, pl + y0, (pl - dst) + y0, gr * j.Co + co, len);
+                }
             }
+          }
         }
       }
     }
@@ -920,42 +1008,6 @@ void grad_output_transform(const float* const tap[4][4], i64 lanes, float* D, i6
       a6(d, o);
       for (int r = 0; r < 6; ++r) storen(D + (r * 6 + s) * dstride + base + tx, o[r]);
     }
-  }
-}
-
-/// Taps of several tile rows side by side (narrow images: tw < kVL), so one transform
-/// vector holds whole tile rows instead of one row's tw tiles: lane k * tw + q is tile q
-/// of the k-th row, which is where V and D keep it. Each row's taps are copied in as it
-/// is read (the line caches hold one row's lines at a time).
-template <int A, int C>
-struct TapGroup {
-  alignas(64) float line[A][C][kVL] = {};
-  const float* tap[A][C];
-  TapGroup() {
-    for (int a = 0; a < A; ++a)
-      for (int c = 0; c < C; ++c) tap[a][c] = line[a][c];
-  }
-  void add(const float* const row_tap[A][C], i64 k, i64 tw) {
-    for (int a = 0; a < A; ++a)
-      for (int c = 0; c < C; ++c)
-        std::memcpy(line[a][c] + k * tw, row_tap[a][c], static_cast<std::size_t>(tw) * sizeof(float));
-  }
-};
-
-/// Transforms tile rows [r0, r1) of one plane (lanes from (r - r0) * tw): taps(r, tap)
-/// gives a row's taps, transform(tap, lanes, base) transforms lanes [base, base + lanes).
-/// One transform per row, or per `group` rows side by side in `grp` (narrow images).
-template <int A, int C, class Taps, class Transform>
-void transform_rows(const Job& j, i64 group, i64 r0, i64 r1, TapGroup<A, C>& grp, Taps&& taps, Transform&& transform) {
-  for (i64 r = r0; r < r1; r += group) {
-    const i64 rows = std::min(group, r1 - r), base = (r - r0) * j.tw;
-    for (i64 k = 0; k < rows; ++k) {
-      const float* tap[A][C];
-      taps(r + k, tap);
-      if (group == 1) transform(tap, j.tw, base);
-      else grp.add(tap, k, j.tw);
-    }
-    if (group > 1) transform(grp.tap, rows * j.tw, base);
   }
 }
 
