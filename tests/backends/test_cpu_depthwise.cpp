@@ -1,6 +1,7 @@
 // cpu.depthwise on targeted cases (the shared sweep covers its groups == C cases too):
 // channel multipliers, strides, dilation, asymmetric padding, 1D/3D, planes larger than a
-// vector row, both dtypes, every direction; exact on integer data; declining with a reason.
+// vector row, rows short enough for wide rows, both dtypes, every direction; exact on
+// integer data; declining with a reason.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <string>
@@ -61,6 +62,16 @@ std::vector<ConvCase> targeted_cases() {
       dw_case(1, 2, 4, 2, {64}, {3}, "valid", {3}, {1}, false),
       dw_case(3, 2, 3, 1, {6, 7, 19}, {3, 3, 3}, 1, {1, 1, 1}, {1, 1, 1}, false),
       dw_case(3, 1, 2, 2, {5, 9, 11}, {3, 2, 3}, Pairs{{0, 1}, {2, 0}, {1, 1}}, {2, 1, 2}, {1, 2, 2}, true),
+      // Short rows at stride 1: forward and grad inputs run "wide rows" (output vectors
+      // spanning rows) where that saves vectors: 7x7 planes at 16 lanes, 2- and 3-wide
+      // rows at 8 (AVX2, double), dilation along the row, a channel multiplier, and the
+      // grad inputs of a stride-2 layer (its geometry has stride 1).
+      dw_case(2, 2, 5, 2, {7, 7}, {3, 3}, 1, {1, 1}, {1, 1}, true),
+      dw_case(2, 1, 3, 1, {7, 7}, {5, 5}, 2, {1, 1}, {1, 1}, false),
+      dw_case(2, 2, 3, 1, {9, 4}, {3, 3}, Pairs{{1, 1}, {0, 0}}, {1, 1}, {1, 1}, true),
+      dw_case(2, 1, 4, 3, {11, 3}, {3, 2}, Pairs{{1, 1}, {0, 1}}, {1, 1}, {1, 1}, false),
+      dw_case(2, 2, 3, 1, {6, 9}, {3, 3}, 2, {1, 1}, {1, 2}, false),
+      dw_case(2, 2, 4, 1, {7, 6}, {3, 3}, 1, {2, 2}, {1, 1}, true),
       // Large planes (many output vectors per row, many rows).
       dw_case(2, 1, 3, 1, {67, 131}, {3, 3}, 1, {1, 1}, {1, 1}, true),
       dw_case(2, 1, 2, 2, {70, 150}, {7, 7}, 3, {2, 2}, {1, 1}, false),

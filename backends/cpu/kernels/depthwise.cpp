@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/conv_geometry.hpp"
@@ -82,16 +83,31 @@ struct PlaneGeom {
   i64 L0 = 1, L1 = 1, Lp = 1;  // buffer extents: axis 0, axis 1, one phase of axis 2
   i64 row = 1, plane = 1;      // elements per buffer row (s2 phases) and per buffer plane
   i64 Wr = 1;                  // output row rounded up to whole vectors
+  /// Wide rows (short 2-D rows at stride 1, forward and grad inputs): an output vector spans
+  /// rows. Buffer rows are then exactly as long as the taps read (no rounding), so output
+  /// (o1, j) and its taps sit at o1 * row + j + offset in one flat run; the lanes at j >=
+  /// out[2] are junk, computed into a scratch plane of out[1] * row and dropped when it is
+  /// copied out. 7x7 planes: 4 vectors instead of 7 a 3x3 plane.
+  bool wide = false;
 
+  /// allow_wide: the caller handles wide rows (make_slots, then copy_wide_rows).
   template <class T>
-  void finish() {
-    Wr = (out[2] + kVL<T> - 1) / kVL<T> * kVL<T>;
+  void finish(bool allow_wide = false) {
+    constexpr i64 L = kVL<T>;
+    Wr = (out[2] + L - 1) / L * L;
     L0 = (out[0] - 1) * s[0] + (ker[0] - 1) * d[0] + 1;
     L1 = (out[1] - 1) * s[1] + (ker[1] - 1) * d[1] + 1;
-    Lp = Wr + (ker[2] - 1) * d[2] / s[2] + 1;
+    const i64 tight = out[2] + (ker[2] - 1) * d[2];  // a wide row: what its taps read
+    wide = allow_wide && out[0] == 1 && out[1] > 1 && s[1] == 1 && s[2] == 1 &&
+           (out[1] * tight + L - 1) / L * 8 <= out[1] * (Wr / L) * 7;  // an eighth fewer vectors
+    Lp = wide ? tight : Wr + (ker[2] - 1) * d[2] / s[2] + 1;
     row = s[2] * Lp;
-    plane = L0 * L1 * row;
+    // Wide: the last vector's taps read up to (ker[2] - 1) * d[2] + L - 1 past the rows.
+    plane = L0 * L1 * row + (wide ? (ker[2] - 1) * d[2] + L : 0);
   }
+  /// Elements of the scratch plane wide rows are computed into (+ 16: the last vector's junk
+  /// lanes, at most a vector).
+  i64 wide_numel() const { return wide ? out[1] * row + 16 : 0; }
   i64 out_numel() const { return out[0] * out[1] * out[2]; }
   i64 src_numel() const { return src_len[0] * src_len[1] * src_len[2]; }
   /// Buffer offset of tap (t0, t1, t2) relative to its output vector's base.
@@ -148,69 +164,6 @@ void copy_strided(T* __restrict dst, const T* __restrict src, i64 n, i64 s) {
   for (i64 j = 0; j < n; ++j) dst[j] = src[j * s];
 }
 
-/// Copies one source plane's samples into a buffer cleared by clear_buffer.
-template <class T>
-void copy_plane(const PlaneGeom& pg, const T* src, T* buf) {
-  const i64 s2 = pg.s[2];
-  const bool plain = s2 == 1 && pg.up[2] == 1;
-  // Plain rows: buffer element j holds source j - pad, for j in [lo, hi).
-  const i64 lo = std::clamp<i64>(pg.pad[2], 0, pg.Lp);
-  const i64 hi = std::clamp<i64>(pg.pad[2] + pg.src_len[2], lo, pg.Lp);
-  for (i64 p0 = 0; p0 < pg.L0; ++p0) {
-    const i64 i0 = pg.source(0, p0 - pg.pad[0]);
-    if (i0 < 0) continue;
-    for (i64 p1 = 0; p1 < pg.L1; ++p1) {
-      const i64 i1 = pg.source(1, p1 - pg.pad[1]);
-      if (i1 < 0) continue;
-      T* dst = buf + (p0 * pg.L1 + p1) * pg.row;
-      const T* sr = src + (i0 * pg.src_len[1] + i1) * pg.src_len[2];
-      if (plain) {
-        T* d = dst + lo;
-        const T* sp = sr + (lo - pg.pad[2]);
-        const i64 n = hi - lo;
-        if (n >= kVL<T>) {
-          // Whole vectors, the last one overlapping its neighbour (same values): no scalar
-          // tail, which cost more than the vectors on 28-wide rows.
-          Vec<T> v;
-          for (i64 i = 0; i + kVL<T> < n; i += kVL<T>) load(v, sp + i), std::memcpy(d + i, &v, sizeof(v));
-          load(v, sp + n - kVL<T>), std::memcpy(d + n - kVL<T>, &v, sizeof(v));
-        } else {
-          for (i64 i = 0; i < n; ++i) d[i] = sp[i];
-        }
-        continue;
-      }
-      if (pg.up[2] == 1) {
-        // Stride s2: phase r holds source j * s2 + r - pad at index j, for the j that land in the row.
-        for (i64 r = 0; r < s2; ++r) {
-          const i64 first = r - pg.pad[2];  // the source index of j = 0
-          const i64 jlo = std::clamp<i64>(ceil_div(-first, s2), 0, pg.Lp);
-          const i64 jhi = std::clamp<i64>(ceil_div(pg.src_len[2] - first, s2), 0, pg.Lp);
-          if (jlo < jhi) copy_strided(dst + r * pg.Lp + jlo, sr + jlo * s2 + first, jhi - jlo, s2);
-        }
-      } else {
-        // Upsampled by up (grad inputs, whose geometry has stride 1): source i at buffer index
-        // i * up + pad, the gaps stay zero.
-        const i64 up = pg.up[2], pad = pg.pad[2];
-        const i64 ilo = std::clamp<i64>(ceil_div(-pad, up), 0, pg.src_len[2]);
-        const i64 ihi = std::clamp<i64>(ceil_div(pg.Lp - pad, up), 0, pg.src_len[2]);
-        for (i64 i = ilo; i < ihi; ++i) dst[i * up + pad] = sr[i];
-      }
-    }
-  }
-}
-
-/// One slot per output vector of the plane, in storage order.
-template <class T>
-std::vector<Slot> make_slots(const PlaneGeom& pg) {
-  std::vector<Slot> slots;
-  for (i64 o0 = 0; o0 < pg.out[0]; ++o0)
-    for (i64 o1 = 0; o1 < pg.out[1]; ++o1)
-      for (i64 j = 0; j < pg.out[2]; j += kVL<T>)
-        slots.push_back({o0 * pg.s[0] * pg.L1 * pg.row + o1 * pg.s[1] * pg.row + j,
-                         (o0 * pg.out[1] + o1) * pg.out[2] + j, std::min(kVL<T>, pg.out[2] - j)});
-  return slots;
-}
-
 /// Stores the first `lanes` lanes of v (masked with AVX-512, else lane by lane).
 template <class T>
 inline void store(T* dst, const Vec<T>& v, i64 lanes) {
@@ -259,6 +212,129 @@ inline void load_first(Vec<T>& v, const T* src, i64 lanes) {
 #endif
 }
 
+/// Source samples src[i] for lanes i in [lo, hi) (clamped to the vector), zeros elsewhere;
+/// never reads outside them.
+inline void load_range(Vec<float>& v, const float* src, i64 lo, i64 hi) {
+  constexpr i64 L = kVL<float>;
+  lo = std::clamp<i64>(lo, 0, L), hi = std::clamp<i64>(hi, lo, L);
+  if (lo == 0 && hi == L) return load(v, src);
+#if CONVGRAPH_ISA_AVX512
+  const auto m = static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+  reinterpret_cast<__m512&>(v) = _mm512_maskz_loadu_ps(m, src);
+#elif CONVGRAPH_ISA_AVX2
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i in = _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(lo)), lanes),
+                                         _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(hi)), lanes));
+  reinterpret_cast<__m256&>(v) = _mm256_maskload_ps(src, in);
+#else
+  v = Vec<float>{};
+  for (i64 l = lo; l < hi; ++l) v[l] = src[l];
+#endif
+}
+
+/// Lane indices first, first + 2, first + 4, ... (a shuffle's even or odd lanes of two vectors).
+template <class VI, std::size_t... I>
+constexpr VI every_other(int first, std::index_sequence<I...>) {
+  return VI{(first + 2 * static_cast<int>(I))...};
+}
+
+/// One source row at stride 2 into its buffer row's two phases (phase r, index j: source
+/// 2j + r - pad, zero outside the row): each pair of source vectors, loaded masked to the
+/// row, is split into its even and odd lanes. Element by element, with the phases' bounds
+/// found per row, it was 58% of a 5x5 stride-2 layer's time (EfficientNet's 28x28 x 240
+/// channels).
+void copy_row_stride2(const PlaneGeom& pg, const float* sr, float* dst) {
+  constexpr i64 L = kVL<float>;
+  using V = Vec<float>;
+  using VI = std::int32_t __attribute__((vector_size(sizeof(V))));
+  constexpr VI kEven = every_other<VI>(0, std::make_index_sequence<L>{});
+  constexpr VI kOdd = every_other<VI>(1, std::make_index_sequence<L>{});
+  const i64 n = pg.src_len[2];
+  for (i64 j = 0; j < pg.Lp; j += L) {
+    const i64 x = 2 * j - pg.pad[2];  // the source index of lane 0 of a
+    V a, b;
+    load_range(a, sr + x, -x, n - x), load_range(b, sr + x + L, -x - L, n - x - L);
+    const i64 lanes = std::min(L, pg.Lp - j);
+    store(dst + j, V(__builtin_shuffle(a, b, kEven)), lanes);
+    store(dst + pg.Lp + j, V(__builtin_shuffle(a, b, kOdd)), lanes);
+  }
+}
+
+/// Copies one source plane's samples into a buffer cleared by clear_buffer.
+template <class T>
+void copy_plane(const PlaneGeom& pg, const T* src, T* buf) {
+  const i64 s2 = pg.s[2];
+  const bool plain = s2 == 1 && pg.up[2] == 1;
+  // Plain rows: buffer element j holds source j - pad, for j in [lo, hi).
+  const i64 lo = std::clamp<i64>(pg.pad[2], 0, pg.Lp);
+  const i64 hi = std::clamp<i64>(pg.pad[2] + pg.src_len[2], lo, pg.Lp);
+  for (i64 p0 = 0; p0 < pg.L0; ++p0) {
+    const i64 i0 = pg.source(0, p0 - pg.pad[0]);
+    if (i0 < 0) continue;
+    for (i64 p1 = 0; p1 < pg.L1; ++p1) {
+      const i64 i1 = pg.source(1, p1 - pg.pad[1]);
+      if (i1 < 0) continue;
+      T* dst = buf + (p0 * pg.L1 + p1) * pg.row;
+      const T* sr = src + (i0 * pg.src_len[1] + i1) * pg.src_len[2];
+      if (plain) {
+        T* d = dst + lo;
+        const T* sp = sr + (lo - pg.pad[2]);
+        const i64 n = hi - lo;
+        if (n >= kVL<T>) {
+          // Whole vectors, the last one overlapping its neighbour (same values): no scalar
+          // tail, which cost more than the vectors on 28-wide rows.
+          Vec<T> v;
+          for (i64 i = 0; i + kVL<T> < n; i += kVL<T>) load(v, sp + i), std::memcpy(d + i, &v, sizeof(v));
+          load(v, sp + n - kVL<T>), std::memcpy(d + n - kVL<T>, &v, sizeof(v));
+        } else if (n > 0) {
+          Vec<T> v;
+          load_first(v, sp, n), store(d, v, n);
+        }
+        continue;
+      }
+      if constexpr (std::is_same_v<T, float>) {
+        if (pg.up[2] == 1 && s2 == 2) {
+          copy_row_stride2(pg, sr, dst);
+          continue;
+        }
+      }
+      if (pg.up[2] == 1) {
+        // Stride s2: phase r holds source j * s2 + r - pad at index j, for the j that land in the row.
+        for (i64 r = 0; r < s2; ++r) {
+          const i64 first = r - pg.pad[2];  // the source index of j = 0
+          const i64 jlo = std::clamp<i64>(ceil_div(-first, s2), 0, pg.Lp);
+          const i64 jhi = std::clamp<i64>(ceil_div(pg.src_len[2] - first, s2), 0, pg.Lp);
+          if (jlo < jhi) copy_strided(dst + r * pg.Lp + jlo, sr + jlo * s2 + first, jhi - jlo, s2);
+        }
+      } else {
+        // Upsampled by up (grad inputs, whose geometry has stride 1): source i at buffer index
+        // i * up + pad, the gaps stay zero.
+        const i64 up = pg.up[2], pad = pg.pad[2];
+        const i64 ilo = std::clamp<i64>(ceil_div(-pad, up), 0, pg.src_len[2]);
+        const i64 ihi = std::clamp<i64>(ceil_div(pg.Lp - pad, up), 0, pg.src_len[2]);
+        for (i64 i = ilo; i < ihi; ++i) dst[i * up + pad] = sr[i];
+      }
+    }
+  }
+}
+
+/// One slot per output vector of the plane, in storage order (wide rows: of the scratch
+/// plane, every lane counted).
+template <class T>
+std::vector<Slot> make_slots(const PlaneGeom& pg) {
+  std::vector<Slot> slots;
+  if (pg.wide) {
+    for (i64 p = 0; p < pg.out[1] * pg.row; p += kVL<T>) slots.push_back({p, p, kVL<T>});
+    return slots;
+  }
+  for (i64 o0 = 0; o0 < pg.out[0]; ++o0)
+    for (i64 o1 = 0; o1 < pg.out[1]; ++o1)
+      for (i64 j = 0; j < pg.out[2]; j += kVL<T>)
+        slots.push_back({o0 * pg.s[0] * pg.L1 * pg.row + o1 * pg.s[1] * pg.row + j,
+                         (o0 * pg.out[1] + o1) * pg.out[2] + j, std::min(kVL<T>, pg.out[2] - j)});
+  return slots;
+}
+
 /// out[slot] = sum_t tw[t] * buf[slot.in + toff[t]] for every slot. Eight slots at a time keep
 /// eight independent accumulator chains in flight.
 template <class T>
@@ -293,6 +369,17 @@ void correlate(const T* buf, const i64* toff, const T* tw, i64 nt, const std::ve
   }
 }
 
+/// Wide rows: the out[2] real outputs of each scratch row (row apart) into dst's plane.
+template <class T>
+void copy_wide_rows(const PlaneGeom& pg, const T* wide, T* dst) {
+  for (i64 o1 = 0; o1 < pg.out[1]; ++o1)
+    for (i64 j = 0; j < pg.out[2]; j += kVL<T>) {
+      Vec<T> v;
+      load(v, wide + o1 * pg.row + j);
+      store(dst + o1 * pg.out[2] + j, v, std::min(kVL<T>, pg.out[2] - j));
+    }
+}
+
 /// Tap offsets in (t0, t1, t2) order, and the matching filter storage index of each.
 void make_taps(const ConvGeometry& g, const PlaneGeom& pg, bool reversed, std::vector<i64>& off,
                std::vector<i64>& widx) {
@@ -324,7 +411,7 @@ template <class T>
 void forward_or_grad_inputs(const ConvGeometry& g, const T* src, const T* w, T* dst, bool grad_inputs,
                             const ConvEpilogue& ep, const ConvContext& ctx) {
   PlaneGeom pg = grad_inputs ? grad_inputs_geom(g) : forward_geom(g);
-  pg.finish<T>();
+  pg.finish<T>(/*allow_wide=*/true);
   const std::vector<Slot> slots = make_slots<T>(pg);
   std::vector<i64> toff, widx;
   make_taps(g, pg, grad_inputs, toff, widx);
@@ -333,8 +420,14 @@ void forward_or_grad_inputs(const ConvGeometry& g, const T* src, const T* w, T* 
   const i64 src_numel = pg.src_numel(), dst_numel = pg.out_numel();
   const i64 nbuf = grad_inputs ? Kg : 1;
   parallel_over(ctx, g.N * g.C, [&](i64 begin, i64 end) {
-    std::vector<T>& buf = thread_buffer<T>(nbuf * pg.plane + nbuf * nt + nbuf * nt);
+    std::vector<T>& buf = thread_buffer<T>(nbuf * pg.plane + nbuf * nt + nbuf * nt + pg.wide_numel());
     T* tw = buf.data() + nbuf * pg.plane;
+    T* wide = tw + 2 * nbuf * nt;  // wide rows' scratch plane
+    // The correlation of one output plane: straight into it, or through the scratch plane.
+    auto correlate_into = [&](const i64* offsets, i64 taps, T* out) {
+      correlate(buf.data(), offsets, tw, taps, slots, pg.wide ? wide : out);
+      if (pg.wide) copy_wide_rows(pg, wide, out);
+    };
     i64* off_all = nullptr;
     std::vector<i64> offs;  // grad inputs: the taps of every multiplier's buffer
     if (grad_inputs) {
@@ -355,7 +448,7 @@ void forward_or_grad_inputs(const ConvGeometry& g, const T* src, const T* w, T* 
         for (i64 m = 0; m < Kg; ++m) {
           const i64 k = c * Kg + m;
           for (i64 t = 0; t < nt; ++t) tw[t] = w[k * g.ker_numel + widx[static_cast<std::size_t>(t)]];
-          correlate(buf.data(), toff.data(), tw, nt, slots, dst + (n * g.K + k) * dst_numel);
+          correlate_into(toff.data(), nt, dst + (n * g.K + k) * dst_numel);
           if (!ep.empty()) conv_epilogue_run(ep, dst + (n * g.K + k) * dst_numel, (n * g.K + k) * dst_numel, k, dst_numel);
         }
       } else {
@@ -368,7 +461,7 @@ void forward_or_grad_inputs(const ConvGeometry& g, const T* src, const T* w, T* 
           copy_plane(pg, src + (n * g.K + k) * src_numel, buf.data() + m * pg.plane);
           for (i64 t = 0; t < nt; ++t) tw[m * nt + t] = w[k * g.ker_numel + widx[static_cast<std::size_t>(t)]];
         }
-        correlate(buf.data(), off_all, tw, Kg * nt, slots, dst + idx * dst_numel);
+        correlate_into(off_all, Kg * nt, dst + idx * dst_numel);
       }
     }
   });
