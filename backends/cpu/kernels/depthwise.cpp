@@ -232,10 +232,10 @@ inline void load_range(Vec<float>& v, const float* src, i64 lo, i64 hi) {
 #endif
 }
 
-/// Lane indices first, first + 2, first + 4, ... (a shuffle's even or odd lanes of two vectors).
-template <class VI, std::size_t... I>
-constexpr VI every_other(int first, std::index_sequence<I...>) {
-  return VI{(first + 2 * static_cast<int>(I))...};
+/// Lanes First, First + 2, First + 4, ... of a and b laid end to end (the even or the odd ones).
+template <int First, std::size_t... I>
+inline Vec<float> every_other(Vec<float> a, Vec<float> b, std::index_sequence<I...>) {
+  return __builtin_shufflevector(a, b, (First + 2 * static_cast<int>(I))...);
 }
 
 /// One source row at stride 2 into its buffer row's two phases (phase r, index j: source
@@ -246,17 +246,15 @@ constexpr VI every_other(int first, std::index_sequence<I...>) {
 void copy_row_stride2(const PlaneGeom& pg, const float* sr, float* dst) {
   constexpr i64 L = kVL<float>;
   using V = Vec<float>;
-  using VI = std::int32_t __attribute__((vector_size(sizeof(V))));
-  constexpr VI kEven = every_other<VI>(0, std::make_index_sequence<L>{});
-  constexpr VI kOdd = every_other<VI>(1, std::make_index_sequence<L>{});
+  constexpr auto lanes = std::make_index_sequence<L>{};
   const i64 n = pg.src_len[2];
   for (i64 j = 0; j < pg.Lp; j += L) {
     const i64 x = 2 * j - pg.pad[2];  // the source index of lane 0 of a
     V a, b;
     load_range(a, sr + x, -x, n - x), load_range(b, sr + x + L, -x - L, n - x - L);
-    const i64 lanes = std::min(L, pg.Lp - j);
-    store(dst + j, V(__builtin_shuffle(a, b, kEven)), lanes);
-    store(dst + pg.Lp + j, V(__builtin_shuffle(a, b, kOdd)), lanes);
+    const i64 count = std::min(L, pg.Lp - j);
+    store(dst + j, every_other<0>(a, b, lanes), count);
+    store(dst + pg.Lp + j, every_other<1>(a, b, lanes), count);
   }
 }
 
