@@ -248,7 +248,8 @@ void copy_row_stride2(const PlaneGeom& pg, const float* sr, float* dst) {
   using V = Vec<float>;
   constexpr auto lanes = std::make_index_sequence<L>{};
   const i64 n = pg.src_len[2];
-  for (i64 j = 0; j < pg.Lp; j += L) {
+  const i64 end = std::min(pg.Lp, (n + pg.pad[2] + 1) / 2);  // past it both phases hold zeros
+  for (i64 j = 0; j < end; j += L) {
     const i64 x = 2 * j - pg.pad[2];  // the source index of lane 0 of a
     V a, b;
     load_range(a, sr + x, -x, n - x), load_range(b, sr + x + L, -x - L, n - x - L);
