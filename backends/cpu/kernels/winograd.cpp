@@ -550,7 +550,6 @@ void transform_rows(const Job& j, i64 group, i64 r0, i64 r1, TapGroup<A, C>& grp
   }
 }
 
-
 // ---------------------------------------------------------------------------------------
 // GEMM: M_e[co][t] = sum_ci U_e[co][ci] V_e[ci][t], kMR x (nv*16) register block.
 
@@ -623,9 +622,9 @@ inline void at6(const V m[6], V o[4]) {
   o[3] = d12 + 8.0f * d34 + m[5];
 }
 
-/// The output transform of the kVL tiles at lanes [at, at + kVL) of M: out[a][v] is their
-/// output row a, columns 4 * kVL * ... in order (tile lane t's 4 columns at 4t .. 4t + 3 of
-/// the concatenated out[a][0..3]).
+/// The output transform of the kVL tiles at lanes [at, at + kVL) of M: out[a][0..3], laid
+/// end to end, is their output row a in column order (tile lane t's four columns at 4t ..
+/// 4t + 3).
 inline void output_vectors(const float* M, i64 mstride, i64 at, vnat out[4][4]) {
   constexpr int H = kVL / 2;
   // Interleave lanes of (a, b), then pairs of lanes: output column 4*tx + b is o[b] lane tx.
