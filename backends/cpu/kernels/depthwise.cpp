@@ -27,6 +27,7 @@
 
 #include "backends/cpu/kernels/isa_begin.hpp"
 #include "backends/cpu/kernels/conv_epilogue.hpp"
+#include "backends/cpu/kernels/native_vec.hpp"
 #include "backends/cpu/kernels/prefetch.hpp"
 
 namespace convgraph::cpu::CONVGRAPH_ISA_NS {
@@ -212,26 +213,6 @@ inline void load_first(Vec<T>& v, const T* src, i64 lanes) {
 #endif
 }
 
-/// Source samples src[i] for lanes i in [lo, hi) (clamped to the vector), zeros elsewhere;
-/// never reads outside them.
-inline void load_range(Vec<float>& v, const float* src, i64 lo, i64 hi) {
-  constexpr i64 L = kVL<float>;
-  lo = std::clamp<i64>(lo, 0, L), hi = std::clamp<i64>(hi, lo, L);
-  if (lo == 0 && hi == L) return load(v, src);
-#if CONVGRAPH_ISA_AVX512
-  const auto m = static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u));
-  reinterpret_cast<__m512&>(v) = _mm512_maskz_loadu_ps(m, src);
-#elif CONVGRAPH_ISA_AVX2
-  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256i in = _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(lo)), lanes),
-                                         _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(hi)), lanes));
-  reinterpret_cast<__m256&>(v) = _mm256_maskload_ps(src, in);
-#else
-  v = Vec<float>{};
-  for (i64 l = lo; l < hi; ++l) v[l] = src[l];
-#endif
-}
-
 /// Lanes First, First + 2, First + 4, ... of a and b laid end to end (the even or the odd ones).
 template <int First, std::size_t... I>
 inline Vec<float> every_other(Vec<float> a, Vec<float> b, std::index_sequence<I...>) {
@@ -251,8 +232,7 @@ void copy_row_stride2(const PlaneGeom& pg, const float* sr, float* dst) {
   const i64 end = std::min(pg.Lp, (n + pg.pad[2] + 1) / 2);  // past it both phases hold zeros
   for (i64 j = 0; j < end; j += L) {
     const i64 x = 2 * j - pg.pad[2];  // the source index of lane 0 of a
-    V a, b;
-    load_range(a, sr + x, -x, n - x), load_range(b, sr + x + L, -x - L, n - x - L);
+    const V a = loadn_part(sr + x, -x, n - x), b = loadn_part(sr + x + L, -x - L, n - x - L);
     const i64 count = std::min(L, pg.Lp - j);
     store(dst + j, every_other<0>(a, b, lanes), count);
     store(dst + pg.Lp + j, every_other<1>(a, b, lanes), count);

@@ -29,6 +29,25 @@ inline V loadn(const float* p) {
 }
 template <class V>
 inline void storen(float* p, V v) { std::memcpy(p, &v, sizeof v); }
+/// Values p[i] for i in [lo, hi) (clamped to the vector), zeros elsewhere; never touches
+/// memory outside [lo, hi).
+inline vnat loadn_part(const float* p, std::int64_t lo, std::int64_t hi) {
+  lo = lo < 0 ? 0 : lo, hi = hi > kVL ? kVL : hi;
+  if (lo >= hi) return vnat{};
+  if (lo == 0 && hi == kVL) return loadn(p);
+#if CONVGRAPH_ISA_AVX512
+  return reinterpret_cast<vnat>(_mm512_maskz_loadu_ps(static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u)), p));
+#elif CONVGRAPH_ISA_AVX2
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i in = _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(lo)), lanes),
+                                         _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(hi)), lanes));
+  return reinterpret_cast<vnat>(_mm256_maskload_ps(p, in));
+#else
+  vnat v{};
+  for (std::int64_t i = lo; i < hi; ++i) v[i] = p[i];
+  return v;
+#endif
+}
 /// Stores the first n (0 to kVL) lanes of v; the floats past them are not touched.
 inline void storen_first(float* p, vnat v, int n) {
 #if CONVGRAPH_ISA_AVX512

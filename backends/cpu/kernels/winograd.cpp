@@ -74,21 +74,6 @@ constexpr int kChunkKb = 4;       // output channels per GEMM + output-transform
 inline v16 load(const float* p) { v16 v; std::memcpy(&v, p, sizeof v); return v; }
 inline void store(float* p, v16 v) { std::memcpy(p, &v, sizeof v); }
 
-/// Values p[i] for i in [lo, hi) (clamped to the vector), zeros elsewhere; never touches
-/// memory outside [lo, hi).
-inline vnat loadn_part(const float* p, i64 lo, i64 hi) {
-  lo = std::max<i64>(lo, 0), hi = std::min<i64>(hi, kVL);
-  if (lo >= hi) return vnat{};
-#if CONVGRAPH_ISA_AVX512
-  const auto m = static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u));
-  return _mm512_maskz_loadu_ps(m, p);
-#else
-  vnat v{};
-  for (i64 i = lo; i < hi; ++i) v[i] = p[i];
-  return v;
-#endif
-}
-
 /// The same for 16 lanes (accumulate_filter_row's vectors of 16 input channels).
 inline v16 load_part(const float* p, i64 lo, i64 hi) {
   if (lo <= 0 && hi >= 16) return load(p);  // whole vectors: one load
@@ -186,6 +171,9 @@ struct Job {
     if (z < 0 || z >= Ds) return nullptr;
     return src + ((n * G + gr) * (Ci / kd) + c) * Ds * H * W + z * H * W;
   }
+  /// Tile rows one transform vector holds side by side: several for narrow images (tw <=
+  /// kVL / 2, see TapGroup), else 1.
+  i64 side() const { return std::max<i64>(1, kVL / tw); }
   /// The destination plane of channel co for image img (for grad_weights: dy's plane).
   template <class T>
   T* dst_plane(T* dst, i64 img, i64 gr, i64 co) const {
@@ -720,7 +708,7 @@ void run_winograd(const ConvProblem& p, const ConvTensors& t, const ConvContext&
   // Narrow images (tw <= kVL / 2) transform `side` tile rows side by side, one vector for
   // all (TapGroup, output_rows_side_by_side), rather than one vector of tw useful lanes
   // per row: 8x8 images (tw = 2) used 2 of 16 lanes.
-  const i64 side = std::max<i64>(1, kVL / j.tw);
+  const i64 side = j.side();
   auto transform_inputs = [&](LineCache& cache, i64 gr, i64 blk, i64 c0, i64 c1, float* V) {
     const i64 r0 = blk * j.R, r1 = std::min(j.rows, r0 + j.R);
     TapGroup<kAlpha, 6> group;
@@ -904,7 +892,7 @@ struct GwPlan {
 
   GwPlan(const ConvProblem& p, const Job& j) {
     ncb = (j.Ci + kVL - 1) / kVL;
-    group = std::max<i64>(1, kVL / j.tw);
+    group = j.side();
     const i64 lane_bytes = j.G * kE * (round_up(j.Ci, kMaxVL) + j.Co) * i64{4};
     auto chunk_rows = [&](i64 bytes) {
       return std::clamp<i64>(std::max(bytes / lane_bytes, kGwMinTiles) / j.tw, 1, j.rows);
