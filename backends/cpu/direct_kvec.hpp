@@ -238,18 +238,32 @@ struct KvecPlan {
     const i64 hi = last < 0 ? lo : std::clamp<i64>(last / dil[a] + 1, lo, ker[a]);
     return {lo, hi};
   }
+  /// The fraction of the taps along axis a that read inside the source, over its positions.
+  double axis_tap_fraction(std::size_t a) const {
+    i64 sum = 0;
+    for (i64 o = 0; o < dst[a]; ++o) sum += tap_range(a, o)[1] - tap_range(a, o)[0];
+    return static_cast<double>(sum) / static_cast<double>(dst[a] * ker[a]);
+  }
+  /// Whether forward and grad inputs group each unit's pixels by the taps their columns
+  /// read (skip_columns in the kernels): where the padding columns would be at least
+  /// kColumnSkipFraction of the taps of filters with several tap rows. A tile's taps are
+  /// one span in flat order, so its pixels share the skipped rows but not the skipped
+  /// columns: ASPP's 3x3 at dilation 6 on 28x28 reads padding in 12 of 28 columns.
+  static constexpr double kColumnSkipFraction = 0.1;
+  bool skip_columns() const {
+    if (grad_weights || pixel_vectors || phased() || ker[2] == 1 || ker[0] * ker[1] == 1) return false;
+    return 1.0 - axis_tap_fraction(2) >= kColumnSkipFraction;
+  }
   /// The fraction of the taps the kernels run: along the outermost axis with more than one
-  /// tap (a tile's pixels mostly share its coordinate), those reading inside the source.
+  /// tap (a tile's pixels mostly share its coordinate), those reading inside the source,
+  /// and along the columns too where the kernels skip them (skip_columns).
   /// A valid layer's input gradient (LeNet's conv2: 5x5 over 8x8 dy for 12x12 dx) runs 2/3.
   double tap_fraction() const {
     if (grad_weights || pixel_vectors) return 1.0;  // pixel vectors run every tap
     if (phased()) return 1.0 / static_cast<double>(phases);  // each tap reaches one phase at most
-    for (std::size_t a = 0; a < 3; ++a) {
-      if (ker[a] == 1) continue;
-      i64 sum = 0;
-      for (i64 o = 0; o < dst[a]; ++o) sum += tap_range(a, o)[1] - tap_range(a, o)[0];
-      return static_cast<double>(sum) / static_cast<double>(dst[a] * ker[a]);
-    }
+    const double columns = skip_columns() ? axis_tap_fraction(2) : 1.0;
+    for (std::size_t a = 0; a < 3; ++a)
+      if (ker[a] > 1) return axis_tap_fraction(a) * (a < 2 ? columns : 1.0);
     return 1.0;
   }
 };

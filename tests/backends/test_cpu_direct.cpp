@@ -140,6 +140,12 @@ std::vector<ConvCase> kvec_cases() {
       // Valid layers, whose input gradient skips the taps reading only padding per tile.
       make_conv_case("LeNet-like valid 5x5", {2, 20, 13, 12}, {24, 20, 5, 5}, "valid", {1, 1}),
       make_conv_case("3-D valid dilated", {1, 17, 6, 5, 9}, {16, 17, 2, 3, 3}, "valid", {1, 1, 1}, {2, 1, 2}),
+      // Dilation about half the image (ASPP): a third or more of the columns read padding in
+      // one tap, so forward and grad inputs take their pixels column class by column class
+      // (KvecPlan::skip_columns); units of pixels from several rows, images and classes.
+      make_conv_case("ASPP-like dilation 4 on 9x11", {2, 16, 9, 11}, {24, 16, 3, 3}, 4, {1, 1}, {4, 4}, true),
+      make_conv_case("3-D dilated columns", {1, 16, 3, 6, 10}, {16, 16, 3, 3, 3}, Pairs{{1, 1}, {3, 3}, {3, 2}},
+                     {1, 1, 1}, {1, 3, 3}),
   };
 }
 

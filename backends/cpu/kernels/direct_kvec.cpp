@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <numeric>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -103,9 +104,12 @@ void permute_pairs(float* at, i64 pixels) {
 /// P rows and NK vectors (w's rows T taps apart), with acc held in io ([P][NK * kL]):
 /// zero-started when `init`, else loaded. Taps t = u mod U go to accumulator set u, added
 /// up at the end. kPair: each source read is a pair of floats (pair_broadcast).
-template <int P, int NK, int U, bool kPair = false>
-void tile(const float* const* src, const float* w, const i64* taps, i64 T, i64 nt, i64 q0, i64 q1, i64 qstride,
-          float* io, bool init) {
+/// kRows: the taps are `nrows` runs of nt, each `row_step` taps after the one before (a
+/// tile's columns in each tap row: skip_columns), all in each source channel's pass.
+template <int P, int NK, int U, bool kPair, bool kRows>
+[[gnu::always_inline]] inline void tile_body(const float* const* src, const float* w, const i64* taps, i64 T, i64 nt,
+                                             i64 nrows, i64 row_step, i64 q0, i64 q1, i64 qstride, float* io,
+                                             bool init) {
   constexpr int B = NK * kL;
   vkf acc[U][P][NK];
   const float* s[P];
@@ -152,11 +156,14 @@ void tile(const float* const* src, const float* w, const i64* taps, i64 T, i64 n
   };
   const float* wq = w + q0 * T * B;
   for (i64 q = q0; q < q1; ++q, wq += T * B) {
-    const float* wt = wq;
-    const i64* tp = taps;
-    const i64* const whole = taps + nt / U * U;
-    for (; tp != whole; tp += U, wt += U * B) step(wt, tp, std::integral_constant<int, U>{});
-    for (; tp != taps + nt; ++tp, wt += B) step(wt, tp, std::integral_constant<int, 1>{});
+    for (i64 r = 0; r < (kRows ? nrows : 1); ++r) {
+      const i64* const row = taps + (kRows ? r * row_step : 0);
+      const float* wt = wq + (kRows ? r * row_step * B : 0);
+      const i64* tp = row;
+      const i64* const whole = row + nt / U * U;
+      for (; tp != whole; tp += U, wt += U * B) step(wt, tp, std::integral_constant<int, U>{});
+      for (; tp != row + nt; ++tp, wt += B) step(wt, tp, std::integral_constant<int, 1>{});
+    }
 #pragma GCC unroll 8
     for (int p = 0; p < P; ++p) s[p] += qstride;
   }
@@ -168,6 +175,16 @@ void tile(const float* const* src, const float* w, const i64* taps, i64 T, i64 n
       for (int u = 1; u < U; ++u) acc[0][p][v] += acc[u][p][v];
       std::memcpy(io + p * B + v * kL, &acc[0][p][v], sizeof(vkf));
     }
+}
+template <int P, int NK, int U, bool kPair = false>
+void tile(const float* const* src, const float* w, const i64* taps, i64 T, i64 nt, i64 q0, i64 q1, i64 qstride,
+          float* io, bool init) {
+  tile_body<P, NK, U, kPair, false>(src, w, taps, T, nt, 1, 0, q0, q1, qstride, io, init);
+}
+template <int P, int NK, int U, bool kPair = false>
+void span_tile(const float* const* src, const float* w, const i64* taps, i64 T, i64 nt, i64 nrows, i64 row_step,
+               i64 q0, i64 q1, i64 qstride, float* io, bool init) {
+  tile_body<P, NK, U, kPair, true>(src, w, taps, T, nt, nrows, row_step, q0, q1, qstride, io, init);
 }
 
 /// A row tile: kRowPixels consecutive positions of one destination row (F floats apart,
@@ -487,25 +504,34 @@ auto pixel_tile_for(i64 kb, i64 n) {
 
 using TileFn = void (*)(const float* const*, const float*, const i64*, i64, i64, i64, i64, i64, float*, bool);
 
+using SpanTileFn = void (*)(const float* const*, const float*, const i64*, i64, i64, i64, i64, i64, i64, i64, float*,
+                            bool);
+
 /// The one tile function of each shape kvec_shape gives this level (paired groups: one
-/// vector of channels, at AVX-512).
-TileFn tile_for(const KvecShape& sh, bool paired) {
+/// vector of channels, at AVX-512), as tile or as span_tile (kSpan).
+template <bool kSpan>
+auto tile_for(const KvecShape& sh, bool paired) {
+  const auto pick = [&]<int P, int NK, int U, bool kPair = false>() {
+    if constexpr (kSpan) return &span_tile<P, NK, U, kPair>;
+    else return &tile<P, NK, U, kPair>;
+  };
+  using Fn = decltype(pick.template operator()<8, 1, 3>());
 #if CONVGRAPH_ISA_AVX512
-  if (paired) return &tile<8, 1, 3, true>;
-  if (sh.vectors == 1) return &tile<8, 1, 3>;
-  if (sh.vectors == 2) return &tile<6, 2, 2>;
-  if (sh.vectors == 3) return &tile<8, 3, 1>;
-  if (sh.vectors == 4) return &tile<6, 4, 1>;
+  if (paired) return pick.template operator()<8, 1, 3, true>();
+  if (sh.vectors == 1) return pick.template operator()<8, 1, 3>();
+  if (sh.vectors == 2) return pick.template operator()<6, 2, 2>();
+  if (sh.vectors == 3) return pick.template operator()<8, 3, 1>();
+  if (sh.vectors == 4) return pick.template operator()<6, 4, 1>();
 #elif CONVGRAPH_ISA_AVX2
-  if (sh.vectors == 1) return &tile<6, 1, 2>;
-  if (sh.vectors == 2) return &tile<6, 2, 1>;
-  if (sh.vectors == 3) return &tile<4, 3, 1>;
-  if (sh.vectors == 4) return &tile<3, 4, 1>;
+  if (sh.vectors == 1) return pick.template operator()<6, 1, 2>();
+  if (sh.vectors == 2) return pick.template operator()<6, 2, 1>();
+  if (sh.vectors == 3) return pick.template operator()<4, 3, 1>();
+  if (sh.vectors == 4) return pick.template operator()<3, 4, 1>();
 #else
-  if (sh.vectors == 2) return &tile<6, 2, 1>;
+  if (sh.vectors == 2) return pick.template operator()<6, 2, 1>();
 #endif
   (void)sh, (void)paired;
-  return nullptr;
+  return Fn{nullptr};
 }
 
 using RowTileFn = void (*)(const float*, const float*, const i64*, i64, i64, i64, i64, i64, float*, bool);
@@ -566,7 +592,7 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
   };
   // Blocks of B channels (pixel vectors: all of them, unpadded), tiles of P rows.
   const i64 nkb = pl.pixel_vectors ? 1 : sh.blocks, B = pl.pixel_vectors ? pl.ndst : sh.block(), P = sh.rows;
-  const TileFn fn = tile_for(sh, paired);
+  const TileFn fn = tile_for<false>(sh, paired);
   const i64 T = pl.taps, Q = pl.nsrc;
   auto* packed = static_cast<float*>(ctx.workspace);
   const auto* w = static_cast<const float*>(t.w);
@@ -1020,6 +1046,19 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
   // zero-padded copy): under kSkippedTapsWorthLookUps (source channel, tap) steps a pixel.
   every_tap = every_tap || pl.phased() ||
               (1.0 - pl.tap_fraction()) * static_cast<double>(T * Q) < kSkippedTapsWorthLookUps;
+  // Column classes (KvecPlan::skip_columns): runs of columns whose tap ranges along the row
+  // are the same, numbered left to right. Each unit takes its pixels class by class (row
+  // by row within a class), so most tiles hold one class and run each tap row over the
+  // columns it reads: ASPP's left, middle and right columns.
+  const bool skip_columns = !every_tap && pl.skip_columns();
+  const SpanTileFn span_fn = skip_columns ? tile_for<true>(sh, paired) : nullptr;
+  std::vector<i64> column_class(static_cast<std::size_t>(skip_columns ? pl.dst[2] : 0));
+  i64 nclasses = 0;
+  for (std::size_t o = 0; o < column_class.size(); ++o) {
+    if (o > 0 && (tlo[2][o] != tlo[2][o - 1] || thi[2][o] != thi[2][o - 1])) ++nclasses;
+    column_class[o] = nclasses;
+  }
+  nclasses += skip_columns ? 1 : 0;
   // A unit's pixel set-up (source offsets, destination offsets, tap spans, its runs of
   // pixels in one image) serves a range of (group, channel block) pairs: as many as leave
   // 16 units a thread. ResNeXt's 32 groups of 8 channels made it once per group, for 72
@@ -1061,6 +1100,9 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
     constexpr i64 kMaxRuns = kTiles * kAcc / 8;  // runs of 8 pixels on average at least
     i64 run_at[kMaxRuns + 1];  // the unit's runs (run_end), by their first pixel
     i64 run_src[kMaxRuns], run_len[kMaxRuns];  // each run's first pixel row to store, and count
+    // skip_columns: each pixel's coordinates, and each tile's tap ranges per axis.
+    std::array<i64, 3> pixel_at[kTiles * kAcc], span_lo[kTiles * kAcc], span_hi[kTiles * kAcc];
+    std::vector<i64> class_next(static_cast<std::size_t>(nclasses + 1));
     for (i64 idx = begin; idx < end; ++idx) {
       const i64 unit = idx % ngroups, bu = idx / ngroups;
       const Phase& ph = phases[static_cast<std::size_t>(unit % nsets * segs)];
@@ -1090,7 +1132,34 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
         std::fill(tap0, tap0 + ntiles, ph.tap0);
         std::fill(ntap, ntap + ntiles, ph.taps);
       }
-      for (i64 sg = 0, i = 0; sg < segs && !by_rows; ++sg) {
+      if (skip_columns) {  // one segment, no ghosts: pixels placed class by class
+        std::fill(class_next.begin(), class_next.end(), 0);
+        PixelWalk count(pl, ph, pix0, src_image, dst_channels * pl.dst_numel);
+        for (i64 j = 0; j < npix; ++j, count.next())
+          ++class_next[static_cast<std::size_t>(column_class[static_cast<std::size_t>(count.o2)] + 1)];
+        std::partial_sum(class_next.begin(), class_next.end(), class_next.begin());
+        PixelWalk at(pl, ph, pix0, src_image, dst_channels * pl.dst_numel);
+        for (i64 j = 0; j < npix; ++j, at.next()) {
+          const i64 to = class_next[static_cast<std::size_t>(column_class[static_cast<std::size_t>(at.o2)])]++;
+          bases[to] = padded + F * at.src;
+          dst_off[to] = at.dst;
+          pixel_at[to] = {at.o0, at.o1, at.o2};
+        }
+        std::fill(bases + npix, bases + ntiles * P, bases[npix - 1]);
+        for (i64 i = 0; i < ntiles; ++i) {
+          std::array<i64, 3> lo = {pl.ker[0], pl.ker[1], pl.ker[2]}, hi = {0, 0, 0};
+          for (i64 j = i * P; j < std::min(npix, (i + 1) * P); ++j)
+            for (std::size_t a = 0; a < 3; ++a) {
+              lo[a] = std::min(lo[a], tlo[a][static_cast<std::size_t>(pixel_at[j][a])]);
+              hi[a] = std::max(hi[a], thi[a][static_cast<std::size_t>(pixel_at[j][a])]);
+            }
+          const bool none = lo[0] >= hi[0] || lo[1] >= hi[1] || lo[2] >= hi[2];
+          span_lo[i] = lo, span_hi[i] = hi;
+          tap0[i] = none ? 0 : (lo[0] * pl.ker[1] + lo[1]) * pl.ker[2] + lo[2];
+          ntap[i] = none ? 0 : ((hi[0] - 1) * pl.ker[1] + hi[1] - 1) * pl.ker[2] + hi[2] - tap0[i];
+        }
+      }
+      for (i64 sg = 0, i = 0; sg < segs && !by_rows && !skip_columns; ++sg) {
         const Phase& phs = phases[static_cast<std::size_t>(unit % nsets * segs + sg)];
         Phase grid = phs;
         grid.extent[2] = ph.extent[2];
@@ -1190,6 +1259,16 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
               continue;
             }
             for (i64 r = 0; r < P; ++r) rows[r] = bases[i * P + r] + group_offset;
+            const auto& lo = span_lo[i];
+            const auto& hi = span_hi[i];
+            if (skip_columns && ntap[i] > 0 && (lo[2] > 0 || hi[2] < pl.ker[2])) {  // each tap row's columns
+              for (i64 t0 = lo[0]; t0 < hi[0]; ++t0) {
+                const i64 first = (t0 * pl.ker[1] + lo[1]) * pl.ker[2] + lo[2];
+                span_fn(rows, wb + first * B, tap_off.data() + first, T, hi[2] - lo[2], hi[1] - lo[1], pl.ker[2], q0,
+                        std::min(Q, q0 + qc), pl.padded_numel * F, acc + i * P * B, q0 == 0 && t0 == lo[0]);
+              }
+              continue;
+            }
             fn(rows, wb + tap0[i] * B, tap_off.data() + tap0[i], T, ntap[i], q0, std::min(Q, q0 + qc),
                pl.padded_numel * F, acc + i * P * B, q0 == 0);
           }
