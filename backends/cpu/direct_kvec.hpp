@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <vector>
 
 #include "backends/cpu/conv_geometry.hpp"
 
@@ -246,25 +247,64 @@ struct KvecPlan {
   }
   /// Whether forward and grad inputs group each unit's pixels by the taps their columns
   /// read (skip_columns in the kernels): where the padding columns would be at least
-  /// kColumnSkipFraction of the taps of filters with several tap rows. A tile's taps are
+  /// kPaddingSkipFraction of the taps of filters with several tap rows. A tile's taps are
   /// one span in flat order, so its pixels share the skipped rows but not the skipped
   /// columns: ASPP's 3x3 at dilation 6 on 28x28 reads padding in 12 of 28 columns.
-  static constexpr double kColumnSkipFraction = 0.1;
+  static constexpr double kPaddingSkipFraction = 0.1;
   bool skip_columns() const {
     if (grad_weights || pixel_vectors || phased() || ker[2] == 1 || ker[0] * ker[1] == 1) return false;
-    return 1.0 - axis_tap_fraction(2) >= kColumnSkipFraction;
+    return 1.0 - axis_tap_fraction(2) >= kPaddingSkipFraction;
+  }
+  /// The fraction of (pixel, tap) pairs that read inside the source.
+  double pair_fraction() const { return axis_tap_fraction(0) * axis_tap_fraction(1) * axis_tap_fraction(2); }
+  /// Whether grad weights skips the (pixel, tap) pairs that read padding (its tiles then
+  /// take one tap each, over the pixels reading it, sorted by TapClasses): where they are
+  /// at least kPaddingSkipFraction of all, on rows dilated (dilation 1 along the rows runs
+  /// row tiles, which take whole filter rows, at AVX-512). ASPP's 3x3 at dilation 6 on
+  /// 28x28: 26%.
+  bool skip_padding_pairs() const {
+    return grad_weights && !pixel_vectors && dil[2] > 1 && 1.0 - pair_fraction() >= kPaddingSkipFraction;
   }
   /// The fraction of the taps the kernels run: along the outermost axis with more than one
   /// tap (a tile's pixels mostly share its coordinate), those reading inside the source,
   /// and along the columns too where the kernels skip them (skip_columns).
   /// A valid layer's input gradient (LeNet's conv2: 5x5 over 8x8 dy for 12x12 dx) runs 2/3.
   double tap_fraction() const {
+    if (skip_padding_pairs()) return pair_fraction();
     if (grad_weights || pixel_vectors) return 1.0;  // pixel vectors run every tap
     if (phased()) return 1.0 / static_cast<double>(phases);  // each tap reaches one phase at most
     const double columns = skip_columns() ? axis_tap_fraction(2) : 1.0;
     for (std::size_t a = 0; a < 3; ++a)
       if (ker[a] > 1) return axis_tap_fraction(a) * (a < 2 ? columns : 1.0);
     return 1.0;
+  }
+};
+
+/// Destination positions grouped, axis by axis, into classes of equal in-source tap ranges
+/// (KvecPlan::tap_range), numbered in coordinate order: ASPP's 28 columns make three (the
+/// left six skip the first tap, the right six the last). Both ends of the range fall as
+/// the coordinate grows, so a class is a run of coordinates, and the positions reading tap
+/// t along axis a are a run of classes, reading(a, t).
+struct TapClasses {
+  std::array<std::vector<i64>, 3> of;                   ///< each coordinate's class
+  std::array<std::vector<std::array<i64, 2>>, 3> taps;  ///< each class's tap range
+
+  explicit TapClasses(const KvecPlan& pl) {
+    for (std::size_t a = 0; a < 3; ++a)
+      for (i64 o = 0; o < pl.dst[a]; ++o) {
+        const std::array<i64, 2> r = pl.tap_range(a, o);
+        if (taps[a].empty() || taps[a].back() != r) taps[a].push_back(r);
+        of[a].push_back(count(a) - 1);
+      }
+  }
+  i64 count(std::size_t a) const { return static_cast<i64>(taps[a].size()); }
+  /// The classes [first, last) along axis a whose positions read tap t inside the source.
+  std::array<i64, 2> reading(std::size_t a, i64 t) const {
+    i64 first = count(a), last = 0;
+    for (i64 c = 0; c < count(a); ++c)
+      if (taps[a][static_cast<std::size_t>(c)][0] <= t && t < taps[a][static_cast<std::size_t>(c)][1])
+        first = std::min(first, c), last = c + 1;
+    return first < last ? std::array<i64, 2>{first, last} : std::array<i64, 2>{0, 0};
   }
 };
 

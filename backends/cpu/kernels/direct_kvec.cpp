@@ -884,11 +884,19 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
     const i64 NR = dw_row.second;
     const i64 R = Q * T, rows_a_tile = row_fn != nullptr ? NR * KW : P, ntr = (R + rows_a_tile - 1) / rows_a_tile;
     const i64 pointers = row_fn != nullptr ? NR : P, step = row_fn != nullptr ? KW : 1;
+    // Skipping the pairs that read padding (KvecPlan::skip_padding_pairs), the rows go tap
+    // by tap, r = t * Q + q, so a tile takes one tap (but where it straddles two), and each
+    // dy chunk's pixels are sorted by their TapClasses: the pixels that read a tap are then
+    // a run of the chunk for each pair of classes along the outer axes.
+    const bool skip_pairs = row_fn == nullptr && pl.skip_padding_pairs();
+    const auto row_at = [&](i64 q, i64 tp) { return skip_pairs ? tp * Q + q : q * T + tp; };
     std::vector<i64> row_off(static_cast<std::size_t>(ntr * pointers));
     for (i64 i = 0; i < ntr * pointers; ++i) {
-      const i64 rr = std::min(i * step, R - step);
-      row_off[static_cast<std::size_t>(i)] = rr / T * pl.padded_numel * F + tap_off[static_cast<std::size_t>(rr % T)];
+      const i64 rr = std::min(i * step, R - step), q = skip_pairs ? rr % Q : rr / T, tp = skip_pairs ? rr / Q : rr % T;
+      row_off[static_cast<std::size_t>(i)] = q * pl.padded_numel * F + tap_off[static_cast<std::size_t>(tp)];
     }
+    const TapClasses classes(pl);
+    const i64 nkeys = classes.count(0) * classes.count(1) * classes.count(2);
     const i64 S = pl.slices, per = (pixels + S - 1) / S;
     // The partial sums hold row r at r * B. Row tiles round R up to a multiple of 24, 20 or
     // 21 where the plan rounds it to 24 (KvecPlan::tile_rows); that fits, as their B is a
@@ -904,6 +912,10 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
     parallel_over(ctx, units * spans, [&](i64 begin, i64 end) {
       alignas(64) float dyt[kChunkPixels * kKvecMaxBlock];  // dy chunk as [pixel][output channel]
       i64 dy_off[kChunkPixels], x_off[kChunkPixels], x_runs[kChunkPixels + 1];
+      // skip_pairs: the chunk's pixels sorted by class (key), and where each key's run starts
+      alignas(64) float dy_sorted[kChunkPixels * kKvecMaxBlock];
+      i64 key[kChunkPixels], x_sorted[kChunkPixels];
+      std::vector<i64> key_start(static_cast<std::size_t>(skip_pairs ? nkeys + 1 : 0));
       for (i64 idx = begin; idx < end; ++idx) {
         const i64 span = idx % spans, unit = idx / spans;
         const i64 s = unit % S, kb = unit / S % nkb, gu = unit / S / nkb;
@@ -920,6 +932,11 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
           for (i64 j = 0; j < m; ++j, at.next()) {
             dy_off[j] = at.dst;
             x_off[j] = at.src * F;
+            if (skip_pairs)
+              key[j] = (classes.of[0][static_cast<std::size_t>(at.o0)] * classes.count(1) +
+                        classes.of[1][static_cast<std::size_t>(at.o1)]) *
+                           classes.count(2) +
+                       classes.of[2][static_cast<std::size_t>(at.o2)];
           }
           i64 nxr = 0;  // row tiles: the chunk's runs of sources a stride apart, once for every tile
           for (i64 j0 = 0, j1; j0 < m && row_fn != nullptr; j0 = j1) {
@@ -945,20 +962,63 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
           for (i64 dd = nd; dd < B; ++dd)  // lanes past the last channel: zeros, never stored
             for (i64 j = 0; j < m; ++j) dyt[j * B + dd] = 0.0f;
           if (paired) permute_pairs<false>(dyt, m);
+          if (skip_pairs) {  // counting sort by key
+            std::fill(key_start.begin(), key_start.end(), 0);
+            for (i64 j = 0; j < m; ++j) ++key_start[static_cast<std::size_t>(key[j] + 1)];
+            std::partial_sum(key_start.begin(), key_start.end(), key_start.begin());
+            for (i64 j = 0; j < m; ++j) {
+              const i64 to = key_start[static_cast<std::size_t>(key[j])]++;
+              x_sorted[to] = x_off[j];
+              std::memcpy(dy_sorted + to * B, dyt + j * B, static_cast<std::size_t>(B) * sizeof(float));
+            }
+            std::copy_backward(key_start.begin(), key_start.end() - 1, key_start.end());  // back to the starts
+            key_start[0] = 0;
+          }
           // The next chunk's dy (its nd rows of pixels, when it continues this image) is
           // fetched during this chunk's tiles: the transpose above read nd rows at once,
           // more streams than the hardware prefetchers follow.
           const i64 next_m = std::min(kChunkPixels, hi - c0 - m);
           const bool ahead = next_m > 0 && dy_off[m - 1] - dy_off[0] == m - 1 &&
                              dy_off[0] % pl.dst_numel + m + next_m <= pl.dst_numel;
+          // skip_pairs: tile tr over the sorted pixels that read its tap inside the source, a
+          // run for each pair of classes along axes 0 and 1 (runs that meet joined); a tile
+          // straddling two taps runs them all.
+          const auto run_reading_pixels = [&](i64 tr, const float* const* rows, float* io, bool init) {
+            const i64 tp = tr * P / Q;
+            if (tp != (std::min(R, tr * P + P) - 1) / Q) {
+              fn(rows, dy_sorted, x_sorted, m, m, 0, 1, 0, io, init);
+              return;
+            }
+            const i64 t2 = tp % pl.ker[2], t1 = tp / pl.ker[2] % pl.ker[1], t0 = tp / pl.ker[2] / pl.ker[1];
+            const auto r0 = classes.reading(0, t0), r1 = classes.reading(1, t1), r2 = classes.reading(2, t2);
+            i64 from = -1, to = -1;  // the run being joined (none yet)
+            const auto flush = [&] {
+              if (from < 0 && !init) return;  // no pixel reads the tap: nothing to add
+              fn(rows, dy_sorted + std::max<i64>(from, 0) * B, x_sorted + std::max<i64>(from, 0), m, to - from, 0, 1, 0,
+                 io, init);
+              init = false;
+            };
+            for (i64 a0 = r0[0]; a0 < r0[1]; ++a0)
+              for (i64 a1 = r1[0]; a1 < r1[1] && r2[0] < r2[1]; ++a1) {
+                const auto k = static_cast<std::size_t>((a0 * classes.count(1) + a1) * classes.count(2));
+                const i64 a = key_start[k + static_cast<std::size_t>(r2[0])], b = key_start[k + static_cast<std::size_t>(r2[1])];
+                if (a == b) continue;
+                if (a != to && from >= 0) flush();
+                if (a != to) from = a;
+                to = b;
+              }
+            flush();
+          };
           for (i64 tr = tr0; tr < tr1; ++tr) {
             if (ahead)
               for (i64 dd = (tr - tr0) * nd / ntiles; dd < (tr - tr0 + 1) * nd / ntiles; ++dd)
                 prefetch_span(dyk + dd * pl.dst_numel + dy_off[0] + m, next_m);
             const float* rows[kMaxP];
             for (i64 r = 0; r < pointers; ++r) rows[r] = xg + row_off[static_cast<std::size_t>(tr * pointers + r)];
-            if (row_fn != nullptr) row_fn(rows, dyt, x_off, x_runs, nxr, part + tr * tile_floats, c0 == lo);
-            else fn(rows, dyt, x_off, m, m, 0, 1, 0, part + tr * tile_floats, c0 == lo);
+            float* const io = part + tr * tile_floats;
+            if (row_fn != nullptr) row_fn(rows, dyt, x_off, x_runs, nxr, io, c0 == lo);
+            else if (skip_pairs) run_reading_pixels(tr, rows, io, c0 == lo);
+            else fn(rows, dyt, x_off, m, m, 0, 1, 0, io, c0 == lo);
           }
         }
       }
@@ -973,7 +1033,7 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
         const i64 q = idx % Q, kb = idx / Q % nkb, gu = idx / Q / nkb;
         const i64 d0 = kb * B, nd = std::min<i64>(B, ndu - d0);
         for (i64 tp = 0; tp < T; ++tp) {
-          const i64 at = (q * T + tp) * B;
+          const i64 at = row_at(q, tp) * B;
           std::fill(sum, sum + B, 0.0f);
           for (i64 s = 0; s < S; ++s) {
             const float* row = partial_at(gu, kb, s) + at;
@@ -1052,13 +1112,9 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
   // columns it reads: ASPP's left, middle and right columns.
   const bool skip_columns = !every_tap && pl.skip_columns();
   const SpanTileFn span_fn = skip_columns ? tile_for<true>(sh, paired) : nullptr;
-  std::vector<i64> column_class(static_cast<std::size_t>(skip_columns ? pl.dst[2] : 0));
-  i64 nclasses = 0;
-  for (std::size_t o = 0; o < column_class.size(); ++o) {
-    if (o > 0 && (tlo[2][o] != tlo[2][o - 1] || thi[2][o] != thi[2][o - 1])) ++nclasses;
-    column_class[o] = nclasses;
-  }
-  nclasses += skip_columns ? 1 : 0;
+  const TapClasses classes(pl);
+  const std::vector<i64>& column_class = classes.of[2];
+  const i64 nclasses = classes.count(2);
   // A unit's pixel set-up (source offsets, destination offsets, tap spans, its runs of
   // pixels in one image) serves a range of (group, channel block) pairs: as many as leave
   // 16 units a thread. ResNeXt's 32 groups of 8 channels made it once per group, for 72
