@@ -260,11 +260,19 @@ struct KvecPlan {
   /// Whether grad weights skips the (pixel, tap) pairs that read padding (its tiles then
   /// take one tap each, over the pixels reading it, sorted by TapClasses): where they are
   /// at least kPaddingSkipFraction of all, on rows dilated (dilation 1 along the rows runs
-  /// row tiles, which take whole filter rows, at AVX-512). ASPP's 3x3 at dilation 6 on
-  /// 28x28: 26%.
+  /// row tiles, which take whole filter rows, at AVX-512), with at least
+  /// kSkipPairsMinChannels input channels (a tile straddling two taps runs every pixel;
+  /// with 32 channels a tap, at most one of its 4-6 tiles does). ASPP's 3x3 at dilation 6
+  /// on 28x28: 26%.
+  static constexpr i64 kSkipPairsMinChannels = 32;
   bool skip_padding_pairs() const {
-    return grad_weights && !pixel_vectors && dil[2] > 1 && 1.0 - pair_fraction() >= kPaddingSkipFraction;
+    return grad_weights && !pixel_vectors && dil[2] > 1 && nsrc >= kSkipPairsMinChannels &&
+           1.0 - pair_fraction() >= kPaddingSkipFraction;
   }
+  /// A pixel's tap-span look-ups cost about as much as this many reduction steps of its
+  /// tile: forward and grad inputs skip no tap where the skipped (source channel, tap)
+  /// steps a pixel would be fewer.
+  static constexpr double kSkippedTapsWorthLookUps = 8;
   /// The fraction of the taps the kernels run: along the outermost axis with more than one
   /// tap (a tile's pixels mostly share its coordinate), those reading inside the source,
   /// and along the columns too where the kernels skip them (skip_columns).
@@ -274,9 +282,13 @@ struct KvecPlan {
     if (grad_weights || pixel_vectors) return 1.0;  // pixel vectors run every tap
     if (phased()) return 1.0 / static_cast<double>(phases);  // each tap reaches one phase at most
     const double columns = skip_columns() ? axis_tap_fraction(2) : 1.0;
+    double run = 1.0;
     for (std::size_t a = 0; a < 3; ++a)
-      if (ker[a] > 1) return axis_tap_fraction(a) * (a < 2 ? columns : 1.0);
-    return 1.0;
+      if (ker[a] > 1) {
+        run = axis_tap_fraction(a) * (a < 2 ? columns : 1.0);
+        break;
+      }
+    return (1.0 - run) * static_cast<double>(taps * nsrc) < kSkippedTapsWorthLookUps ? 1.0 : run;
   }
 };
 

@@ -72,10 +72,12 @@ std::vector<ConvCase> targeted_cases() {
       dw_case(2, 1, 4, 3, {11, 3}, {3, 2}, Pairs{{1, 1}, {0, 1}}, {1, 1}, {1, 1}, false),
       dw_case(2, 2, 3, 1, {6, 9}, {3, 3}, 2, {1, 1}, {1, 2}, false),
       dw_case(2, 2, 4, 1, {7, 6}, {3, 3}, 1, {2, 2}, {1, 1}, true),
-      // Slots in blocks of 1-8 (14 rows: 7 + 7; 11: 6 + 5) and filters wider than the
-      // plane: each block runs only the taps that read inside the source for one of its
-      // slots (RepLKNet's 31x31 on 14x14, a 7x7 on 14 rows, a strided grad inputs, 3-D).
+      // Output vectors in blocks of fewer than 8 (14 rows of 2 vectors: 4 x 7 at 16 lanes;
+      // 6 rows: one block of 6) and filters wider than the plane: each block runs only the
+      // taps that read inside the source for one of its vectors (RepLKNet's 31x31 on 14x14
+      // as 13x13 on 6x6, a 7x7 on 14 rows, a strided grad inputs, 3-D).
       dw_case(2, 2, 3, 1, {14, 20}, {7, 7}, 3, {1, 1}, {1, 1}, false),
+      dw_case(2, 2, 2, 1, {6, 6}, {13, 13}, 6, {1, 1}, {1, 1}, true),
       dw_case(2, 1, 4, 2, {11, 18}, {13, 11}, Pairs{{6, 6}, {5, 5}}, {1, 1}, {1, 1}, true),
       dw_case(2, 1, 3, 1, {11, 17}, {5, 7}, Pairs{{4, 2}, {6, 3}}, {2, 1}, {1, 2}, false),
       dw_case(3, 1, 2, 1, {3, 5, 18}, {5, 5, 9}, 4, {1, 1, 1}, {1, 1, 1}, true),

@@ -143,9 +143,15 @@ std::vector<ConvCase> kvec_cases() {
       // Dilation about half the image (ASPP): a third or more of the columns read padding in
       // one tap, so forward and grad inputs take their pixels column class by column class
       // (KvecPlan::skip_columns); units of pixels from several rows, images and classes.
-      make_conv_case("ASPP-like dilation 4 on 9x11", {2, 16, 9, 11}, {24, 16, 3, 3}, 4, {1, 1}, {4, 4}, true),
-      make_conv_case("3-D dilated columns", {1, 16, 3, 6, 10}, {16, 16, 3, 3, 3}, Pairs{{1, 1}, {3, 3}, {3, 2}},
+      // Grad weights on dilated rows with 32+ input channels skips the (pixel, tap) pairs
+      // reading padding (KvecPlan::skip_padding_pairs): tiles of one tap, and (33 channels)
+      // tiles straddling two.
+      make_conv_case("ASPP-like dilation 4 on 9x11", {2, 32, 9, 11}, {24, 32, 3, 3}, 4, {1, 1}, {4, 4}, true),
+      make_conv_case("3-D dilated columns", {1, 33, 3, 6, 10}, {16, 33, 3, 3, 3}, Pairs{{1, 1}, {3, 3}, {3, 2}},
                      {1, 1, 1}, {1, 3, 3}),
+      make_conv_case("dilated columns, stride 2", {2, 16, 13, 14}, {16, 16, 3, 3}, 4, {2, 2}, {4, 4}),
+      make_conv_case("dilated columns, paired groups", {1, 32, 9, 10}, {32, 8, 3, 3}, 4, {1, 1}, {4, 4}, false, 4),
+      make_conv_case("1-D dilated, 32 channels", {2, 32, 20}, {16, 32, 3}, 6, {1}, {6}),
   };
 }
 

@@ -320,7 +320,8 @@ std::vector<Slot> make_slots(const PlaneGeom& pg) {
 /// rows went one slot at a time before, a single chain waiting out the latency on every
 /// tap: 60% of a 7x7 depthwise layer on 14x14 planes (Zen 5). Each block runs the taps that
 /// read inside the source for one of its slots, as runs of consecutive tap indices: a 31x31
-/// filter on 14x14 planes (RepLKNet) reads padding in 70% of its taps.
+/// filter on 14x14 planes (RepLKNet) reads padding in 80% of its taps, and its blocks of 7
+/// rows skip 44% (their rows' tap ranges differ).
 struct SlotBlock {
   i64 first, size, run_begin, run_end;  ///< its slots, and its runs in `runs`
 };

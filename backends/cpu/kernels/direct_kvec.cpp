@@ -64,8 +64,6 @@ constexpr int kTiles = 12 * 1024 / static_cast<int>(kAcc * kL * sizeof(float));
 constexpr i64 kChunkBytes = 24 * 1024;  // weights per source-channel chunk (L1)
 constexpr i64 kChunkPages = 32;         // source channels per chunk when planes exceed a page
 constexpr i64 kChunkPixels = 96;        // grad weights: dy pixels transposed at a time (L1)
-// A pixel's tap-span look-ups cost about as much as this many reduction steps of its tile.
-constexpr double kSkippedTapsWorthLookUps = 8;
 using vkf = float __attribute__((vector_size(kL * sizeof(float))));
 static_assert(kKvecMaxBlock % (kL * kMaxNK) == 0 && kKvecMaxTileRows % kMaxP == 0);
 
@@ -913,7 +911,8 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
       alignas(64) float dyt[kChunkPixels * kKvecMaxBlock];  // dy chunk as [pixel][output channel]
       i64 dy_off[kChunkPixels], x_off[kChunkPixels], x_runs[kChunkPixels + 1];
       // skip_pairs: the chunk's pixels sorted by class (key), and where each key's run starts
-      alignas(64) float dy_sorted[kChunkPixels * kKvecMaxBlock];
+      std::vector<float> sorted(static_cast<std::size_t>(skip_pairs ? kChunkPixels * kKvecMaxBlock : 0));
+      float* const dy_sorted = sorted.data();
       i64 key[kChunkPixels], x_sorted[kChunkPixels];
       std::vector<i64> key_start(static_cast<std::size_t>(skip_pairs ? nkeys + 1 : 0));
       for (i64 idx = begin; idx < end; ++idx) {
@@ -1031,7 +1030,7 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
     // threads: 38 ms). Paired groups' lanes alternate between the unit's two groups, so
     // they go a float at a time.
     auto* dw = static_cast<float*>(t.w);
-    const i64 qn = std::clamp<i64>(256 / T, 1, Q), nqn = (Q + qn - 1) / qn;
+    const i64 qn = std::clamp<i64>(std::min(256 / T, (Q + 3) / 4), 1, Q), nqn = (Q + qn - 1) / qn;  // 4+ tasks a block
     parallel_over(ctx, GU * nkb * nqn, [&](i64 begin, i64 end) {
       std::vector<float> sums(static_cast<std::size_t>(qn * T * B));
       for (i64 idx = begin; idx < end; ++idx) {
@@ -1112,9 +1111,8 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
       every_tap = every_tap && r[0] == 0 && r[1] == pl.ker[a];
     }
   // Likewise where the padding's taps are too few to pay for the look-ups (they read the
-  // zero-padded copy): under kSkippedTapsWorthLookUps (source channel, tap) steps a pixel.
-  every_tap = every_tap || pl.phased() ||
-              (1.0 - pl.tap_fraction()) * static_cast<double>(T * Q) < kSkippedTapsWorthLookUps;
+  // zero-padded copy): tap_fraction() is then 1 (KvecPlan::kSkippedTapsWorthLookUps).
+  every_tap = every_tap || pl.phased() || pl.tap_fraction() == 1.0;
   // Column classes (KvecPlan::skip_columns): runs of columns whose tap ranges along the row
   // are the same, numbered left to right. Each unit takes its pixels class by class (row
   // by row within a class), so most tiles hold one class and run each tap row over the
