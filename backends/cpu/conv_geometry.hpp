@@ -3,6 +3,7 @@
 // axes, which lets every CPU kernel use one code path for 1D, 2D and 3D. The problem's axes
 // are right-aligned: axis 2 is always the innermost (contiguous) one, and the leading unused
 // axes have size 1, stride 1, dilation 1 and no padding.
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <functional>
@@ -19,6 +20,14 @@ using i64 = std::int64_t;
 inline i64 floor_div(i64 a, i64 b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 /// Ceiling division for a possibly negative numerator and a positive divisor.
 inline i64 ceil_div(i64 a, i64 b) { return -floor_div(-a, b); }
+
+/// The taps t in [0, ker) of dilation dil with first <= t * dil <= last: those of an output
+/// that read inside its source, given the source's extent [first, last] as offsets from
+/// the output's first tap. Empty ({lo, lo}) where none does.
+inline std::array<i64, 2> taps_inside(i64 first, i64 last, i64 dil, i64 ker) {
+  const i64 lo = std::clamp<i64>(ceil_div(first, dil), 0, ker);
+  return {lo, last < 0 ? lo : std::clamp<i64>(last / dil + 1, lo, ker)};
+}
 
 struct ConvGeometry {
   std::array<i64, 3> in{1, 1, 1}, ker{1, 1, 1}, out{1, 1, 1};

@@ -234,15 +234,16 @@ struct KvecPlan {
   /// Forward and grad inputs: the taps [lo, hi) along axis a that read inside the source
   /// (not its zero padding) for destination coordinate o. The kernels skip the rest.
   std::array<i64, 2> tap_range(std::size_t a, i64 o) const {
-    const i64 first = lowpad[a] - o * stride[a], last = first + src[a] - 1;  // source extent, as tap offsets
-    const i64 lo = std::clamp<i64>(first <= 0 ? 0 : (first + dil[a] - 1) / dil[a], 0, ker[a]);
-    const i64 hi = last < 0 ? lo : std::clamp<i64>(last / dil[a] + 1, lo, ker[a]);
-    return {lo, hi};
+    const i64 first = lowpad[a] - o * stride[a];
+    return taps_inside(first, first + src[a] - 1, dil[a], ker[a]);
   }
   /// The fraction of the taps along axis a that read inside the source, over its positions.
   double axis_tap_fraction(std::size_t a) const {
     i64 sum = 0;
-    for (i64 o = 0; o < dst[a]; ++o) sum += tap_range(a, o)[1] - tap_range(a, o)[0];
+    for (i64 o = 0; o < dst[a]; ++o) {
+      const std::array<i64, 2> r = tap_range(a, o);
+      sum += r[1] - r[0];
+    }
     return static_cast<double>(sum) / static_cast<double>(dst[a] * ker[a]);
   }
   /// Whether forward and grad inputs group each unit's pixels by the taps their columns
@@ -310,6 +311,10 @@ struct TapClasses {
       }
   }
   i64 count(std::size_t a) const { return static_cast<i64>(taps[a].size()); }
+  /// The tap range of coordinate o along axis a (KvecPlan::tap_range).
+  const std::array<i64, 2>& range(std::size_t a, i64 o) const {
+    return taps[a][static_cast<std::size_t>(of[a][static_cast<std::size_t>(o)])];
+  }
   /// The classes [first, last) along axis a whose positions read tap t inside the source.
   std::array<i64, 2> reading(std::size_t a, i64 t) const {
     i64 first = count(a), last = 0;

@@ -336,10 +336,8 @@ template <class T>
 SlotBlocks make_blocks(const PlaneGeom& pg, i64 reps) {
   // Taps [lo, hi) along axis a that read inside the source for output coordinate o.
   const auto tap_range = [&](int a, i64 o) {
-    const i64 first = pg.pad[a] - o * pg.s[a], last = first + (pg.src_len[a] - 1) * pg.up[a];
-    const i64 lo = std::clamp<i64>(ceil_div(first, pg.d[a]), 0, pg.ker[a]);
-    const i64 hi = last < 0 ? lo : std::clamp<i64>(last / pg.d[a] + 1, lo, pg.ker[a]);
-    return std::array<i64, 2>{lo, hi};
+    const i64 first = pg.pad[a] - o * pg.s[a];
+    return taps_inside(first, first + (pg.src_len[a] - 1) * pg.up[a], pg.d[a], pg.ker[a]);
   };
   std::vector<std::array<i64, 6>> reach;  // per slot: lo and hi along axes 0, 1, 2
   if (pg.wide) {

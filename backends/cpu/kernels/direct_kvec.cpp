@@ -1100,18 +1100,13 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
   // A valid layer's input gradient (a full correlation of dy) reads mostly padding.
   // Where every pixel reads all its taps inside the source (valid layers), each tile runs
   // them all and the per-pixel look-ups are skipped (a twentieth of a C = 1 layer's time).
-  // Phases run all their taps over the zero-padded copy (a few per pixel).
-  std::array<std::vector<i64>, 3> tlo, thi;
-  bool every_tap = true;
-  for (std::size_t a = 0; a < 3 && !pl.phased(); ++a)
-    for (i64 o = 0; o < pl.dst[a]; ++o) {
-      const auto r = pl.tap_range(a, o);
-      tlo[a].push_back(r[0]);
-      thi[a].push_back(r[1]);
-      every_tap = every_tap && r[0] == 0 && r[1] == pl.ker[a];
-    }
-  // Likewise where the padding's taps are too few to pay for the look-ups (they read the
-  // zero-padded copy): tap_fraction() is then 1 (KvecPlan::kSkippedTapsWorthLookUps).
+  // Phases run all their taps over the zero-padded copy (a few per pixel). So do tiles
+  // where the padding's taps are too few to pay for the look-ups: tap_fraction() is then 1
+  // (KvecPlan::kSkippedTapsWorthLookUps).
+  const TapClasses classes(pl);  // the tables: each coordinate's tap range
+  bool every_tap = true;  // every coordinate reads all its taps inside the source
+  for (std::size_t a = 0; a < 3; ++a)
+    every_tap = every_tap && classes.count(a) == 1 && classes.taps[a][0] == std::array<i64, 2>{0, pl.ker[a]};
   every_tap = every_tap || pl.phased() || pl.tap_fraction() == 1.0;
   // Column classes (KvecPlan::skip_columns): runs of columns whose tap ranges along the row
   // are the same, numbered left to right. Each unit takes its pixels class by class (row
@@ -1119,7 +1114,6 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
   // columns it reads: ASPP's left, middle and right columns.
   const bool skip_columns = !every_tap && pl.skip_columns();
   const SpanTileFn span_fn = skip_columns ? tile_for<true>(sh, paired) : nullptr;
-  const TapClasses classes(pl);
   const std::vector<i64>& column_class = classes.of[2];
   const i64 nclasses = classes.count(2);
   // A unit's pixel set-up (source offsets, destination offsets, tap spans, its runs of
@@ -1213,8 +1207,8 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
           std::array<i64, 3> lo = {pl.ker[0], pl.ker[1], pl.ker[2]}, hi = {0, 0, 0};
           for (i64 j = i * P; j < std::min(npix, (i + 1) * P); ++j)
             for (std::size_t a = 0; a < 3; ++a) {
-              lo[a] = std::min(lo[a], tlo[a][static_cast<std::size_t>(pixel_at[j][a])]);
-              hi[a] = std::max(hi[a], thi[a][static_cast<std::size_t>(pixel_at[j][a])]);
+              lo[a] = std::min(lo[a], classes.range(a, pixel_at[j][a])[0]);
+              hi[a] = std::max(hi[a], classes.range(a, pixel_at[j][a])[1]);
             }
           const bool none = lo[0] >= hi[0] || lo[1] >= hi[1] || lo[2] >= hi[2];
           span_lo[i] = lo, span_hi[i] = hi;
@@ -1245,8 +1239,8 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
             if (!every_tap) {
               const i64 o[3] = {at.o0, at.o1, at.o2};
               for (std::size_t a = 0; a < 3; ++a) {
-                lo[a] = std::min(lo[a], tlo[a][static_cast<std::size_t>(o[a])]);
-                hi[a] = std::max(hi[a], thi[a][static_cast<std::size_t>(o[a])]);
+                lo[a] = std::min(lo[a], classes.range(a, o[a])[0]);
+                hi[a] = std::max(hi[a], classes.range(a, o[a])[1]);
               }
             }
             at.next();
