@@ -319,11 +319,14 @@ Tensor Tensor::slice(int axis, std::int64_t begin, std::int64_t end, std::int64_
   begin = std::clamp<std::int64_t>(begin < 0 ? begin + n : begin, 0, n);
   end = std::clamp<std::int64_t>(end < 0 ? end + n : end, 0, n);
   Tensor v = *this;
-  v.offset_ += begin * strides_[ua];
   // Written so that no step (up to INT64_MAX) overflows: with one element or none left the
   // stride is never used, and with two or more step < n keeps stride * step in the storage.
   v.shape_[ua] = end > begin ? (end - begin - 1) / step + 1 : 0;
   if (v.shape_[ua] > 1) v.strides_[ua] = strides_[ua] * step;
+  // An empty view reads nothing, so its offset stays: an empty tensor's extents and strides
+  // need not fit any storage (0 elements reshaped to (0, 1, 2^62)), and begin * stride
+  // overflowed on one (the tensor fuzzer).
+  if (std::find(v.shape_.begin(), v.shape_.end(), 0) == v.shape_.end()) v.offset_ += begin * strides_[ua];
   return v;
 }
 

@@ -68,6 +68,19 @@ TEST_CASE("tensor: views share storage; copies do not", "[core][tensor]") {
   CHECK(t.astype(DType::int32).get(5) == 5);
 }
 
+TEST_CASE("tensor: views of an empty tensor with huge extents keep a sane offset", "[core][tensor]") {
+  // The tensor fuzzer's case: 0 elements reshaped to a 2^62-long axis, sliced from its end,
+  // then sliced again along an axis whose stride is that long (UBSan saw the offset overflow).
+  const std::int64_t huge = std::int64_t{1} << 62;
+  Tensor t = Tensor::zeros(DType::boolean, {3, 0}).reshape({0, 1, huge});  // 1-byte elements
+  Tensor s = t.slice(2, -1, huge, 3).permute({1, 0, 2});
+  CHECK(s.shape() == Shape{1, 0, 1});
+  Tensor e = s.slice(0, 1, 2, 1);
+  CHECK(e.shape() == Shape{0, 0, 1});
+  CHECK(e.offset() == t.offset());
+  CHECK(e.to_vector().empty());
+}
+
 TEST_CASE("tensor: bad inputs raise typed errors", "[core][tensor][errors]") {
   Tensor t = Tensor::from({1, 2, 3, 4}, {2, 2});
   CHECK_THROWS_AS(Tensor::from({1, 2, 3}, {2, 2}), ShapeError);
