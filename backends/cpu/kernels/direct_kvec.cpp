@@ -1091,7 +1091,12 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
   const i64 last = std::min(seg_pixels, pl.N * phases[0].numel()) - 1;
   const i64 window = F * PixelWalk(pl, phases[0], last, pl.padded_numel, 0).src +
                      *std::max_element(tap_off.begin(), tap_off.end()) + F;
-  const i64 weights = T * B * static_cast<i64>(sizeof(float));
+  // The weights a tile reads per source channel: a phase's taps only (its run of the T
+  // packed ones). Sized by all T, a 3x3x3 filter's 8 phases at stride 2 (1-8 taps each) got
+  // 3 channels a chunk: 3-24 reduction steps between loading and storing 24 accumulators.
+  i64 run_taps = 1;
+  for (const Phase& ph : phases) run_taps = std::max(run_taps, ph.taps);
+  const i64 weights = run_taps * B * static_cast<i64>(sizeof(float));
   i64 qc = std::clamp<i64>(cpu_cache_sizes().l1d / (weights + window * static_cast<i64>(sizeof(float))), 1,
                            std::max<i64>(1, kChunkBytes / weights));
   if (pl.padded_numel * static_cast<i64>(sizeof(float)) > 4096) qc = std::min(qc, kChunkPages);
