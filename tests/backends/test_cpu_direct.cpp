@@ -82,6 +82,8 @@ std::vector<ConvCase> kvec_cases() {
       make_conv_case("3-D strided, dilated, asymmetric", {1, 9, 5, 7, 6}, {10, 9, 3, 2, 3},
                      Pairs{{1, 0}, {1, 1}, {2, 1}}, {2, 1, 3}, {1, 2, 1}),
       make_conv_case("strided, pad wider than the kernel", {1, 8, 7}, {8, 8, 3}, 4, {2}, {}, true),
+      // Source chunks sized by a phase's taps (8 of 27 here): 40 dy channels in several.
+      make_conv_case("3-D stride 2, dy channels in chunks", {1, 64, 5, 6, 7}, {40, 64, 3, 3, 3}, 1, {2, 2, 2}),
       // A unit runs the phases along rows together and stores whole rows: units of several
       // rows spanning images, rows of odd width (the second phase one position short: a
       // ghost), and rows 3 wide (runs of 2 positions; too many to store run by run).
