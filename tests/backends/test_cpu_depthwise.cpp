@@ -81,6 +81,14 @@ std::vector<ConvCase> targeted_cases() {
       dw_case(2, 1, 4, 2, {11, 18}, {13, 11}, Pairs{{6, 6}, {5, 5}}, {1, 1}, {1, 1}, true),
       dw_case(2, 1, 3, 1, {11, 17}, {5, 7}, Pairs{{4, 2}, {6, 3}}, {2, 1}, {1, 2}, false),
       dw_case(3, 1, 2, 1, {3, 5, 18}, {5, 5, 9}, 4, {1, 1, 1}, {1, 1, 1}, true),
+      // Small planes whose rows are narrower than a vector, at stride 1 with outputs the
+      // input's shape: grad weights runs each plane as one flat run of vectors, every tap
+      // masked to the positions it reads inside (1-D, asymmetric pads, dilation, 3-D, a
+      // plane of 120 floats, a channel multiplier).
+      dw_case(1, 2, 3, 1, {12}, {5}, 2, {1}, {1}, false),
+      dw_case(2, 2, 3, 2, {10, 12}, {3, 3}, Pairs{{0, 2}, {2, 0}}, {1, 1}, {1, 1}, true),
+      dw_case(2, 1, 4, 1, {8, 8}, {5, 5}, 4, {1, 1}, {2, 2}, false),
+      dw_case(3, 2, 2, 1, {3, 4, 5}, {3, 3, 3}, Pairs{{1, 1}, {1, 1}, {2, 2}}, {1, 1, 1}, {1, 1, 2}, true),
       // Large planes (many output vectors per row, many rows).
       dw_case(2, 1, 3, 1, {67, 131}, {3, 3}, 1, {1, 1}, {1, 1}, true),
       dw_case(2, 1, 2, 2, {70, 150}, {7, 7}, 3, {2, 2}, {1, 1}, false),

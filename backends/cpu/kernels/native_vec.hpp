@@ -48,6 +48,20 @@ inline vnat loadn_part(const float* p, std::int64_t lo, std::int64_t hi) {
   return v;
 #endif
 }
+/// Values p[i] for the lanes i whose m[i] is -1, zeros in those whose m[i] is 0; never
+/// touches the memory of the zero lanes.
+inline vnat loadn_masked(const float* p, vnati m) {
+#if CONVGRAPH_ISA_AVX512
+  return reinterpret_cast<vnat>(_mm512_maskz_loadu_ps(_mm512_test_epi32_mask(reinterpret_cast<__m512i>(m), reinterpret_cast<__m512i>(m)), p));
+#elif CONVGRAPH_ISA_AVX2
+  return reinterpret_cast<vnat>(_mm256_maskload_ps(p, reinterpret_cast<__m256i>(m)));
+#else
+  vnat v{};
+  for (int i = 0; i < kVL; ++i)
+    if (m[i]) v[i] = p[i];
+  return v;
+#endif
+}
 /// Stores the first n (0 to kVL) lanes of v; the floats past them are not touched.
 inline void storen_first(float* p, vnat v, int n) {
 #if CONVGRAPH_ISA_AVX512
