@@ -52,7 +52,7 @@ inline vnat loadn_part(const float* p, std::int64_t lo, std::int64_t hi) {
 /// touches the memory of the zero lanes.
 inline vnat loadn_masked(const float* p, vnati m) {
 #if CONVGRAPH_ISA_AVX512
-  return reinterpret_cast<vnat>(_mm512_maskz_loadu_ps(_mm512_test_epi32_mask(reinterpret_cast<__m512i>(m), reinterpret_cast<__m512i>(m)), p));
+  return reinterpret_cast<vnat>(_mm512_maskz_loadu_ps(_mm512_movepi32_mask(reinterpret_cast<__m512i>(m)), p));
 #elif CONVGRAPH_ISA_AVX2
   return reinterpret_cast<vnat>(_mm256_maskload_ps(p, reinterpret_cast<__m256i>(m)));
 #else
