@@ -648,7 +648,7 @@ void grad_weights_flat(const ConvGeometry& g, const float* x, float* dw, const f
   const i64 numel = g.in_numel, nv = (numel + L - 1) / L;
   // Each tap's flat offset, weight index and lane masks (mask[(t * nv + v) * L + l]: -1
   // where position v * L + l exists and its tap reads inside the input, else 0).
-  std::vector<i64> shift, widx;
+  std::vector<i64> shift, widx, live;  // live: the taps that read inside for some position
   std::vector<int> mask;
   for (i64 t0 = 0; t0 < g.ker[0]; ++t0)
     for (i64 t1 = 0; t1 < g.ker[1]; ++t1)
@@ -656,12 +656,15 @@ void grad_weights_flat(const ConvGeometry& g, const float* x, float* dw, const f
         const i64 d[3] = {t0 * g.dil[0] - g.pad[0], t1 * g.dil[1] - g.pad[1], t2 * g.dil[2] - g.pad[2]};
         shift.push_back((d[0] * g.in[1] + d[1]) * g.in[2] + d[2]);
         widx.push_back((g.wtap(0, t0) * g.ker[1] + g.wtap(1, t1)) * g.ker[2] + g.wtap(2, t2));
+        bool any = false;
         for (i64 p = 0; p < nv * L; ++p) {
           const i64 o[3] = {p / (g.in[1] * g.in[2]), p / g.in[2] % g.in[1], p % g.in[2]};
           bool inside = p < numel;
           for (std::size_t a = 0; a < 3; ++a) inside = inside && o[a] + d[a] >= 0 && o[a] + d[a] < g.in[a];
           mask.push_back(inside ? -1 : 0);
+          any = any || inside;
         }
+        if (any) live.push_back(static_cast<i64>(shift.size()) - 1);
       }
   const i64 nt = static_cast<i64>(shift.size());
   // As grad_weights: a block of channels image by image, each channel's sums in order.
@@ -680,7 +683,9 @@ void grad_weights_flat(const ConvGeometry& g, const float* x, float* dw, const f
           VecF dv[kFlatMaxVectors];
           for (i64 v = 0; v < nv; ++v) dv[v] = loadn_part(dyp + v * L, 0, numel - v * L);
           VecF* ak = acc.data() + (k - k0) * nt;
-          for (i64 t = 0; t < nt; ++t) {  // dy stays in registers, a tap's sum in one vector
+          // dy stays in registers, a tap's sum in one vector; a tap that reads only padding
+          // (a filter wider than the plane) keeps its zero sum.
+          for (const i64 t : live) {
             VecF a = ak[t];
             const float* xs = xp + shift[static_cast<std::size_t>(t)];
             const int* m = mask.data() + t * nv * L;
