@@ -627,6 +627,43 @@ void reduce_taps_n(int tb, const T* buf, const i64* toff, const std::vector<Slot
   }
 }
 
+/// The walk both grad-weights paths share. A thread takes a range of output channels and
+/// walks them in blocks, image by image: for image n it reads the block's consecutive planes
+/// of x and dy, one contiguous stretch each, which the hardware prefetchers stream (walking
+/// one channel through all images jumped C planes at a time: a new page and a cold start per
+/// 3 KB plane, slower even with software prefetch, which stalled on full miss queues here).
+/// Each channel keeps its nt tap accumulators (vectors) between images and still sums its
+/// images in order 0..N-1, so the result does not depend on the thread count; its taps'
+/// lanes are added up into dw[k][widx[t]] at the end. make_reduce() gives each thread its
+/// reduce(n, k, acc), which adds image n's products of channel k into acc[0, nt).
+template <class T, class MakeReduce>
+void walk_channel_blocks(const ConvGeometry& g, const std::vector<i64>& widx, T* dw, const ConvContext& ctx,
+                         MakeReduce&& make_reduce) {
+  const i64 nt = static_cast<i64>(widx.size());
+  // Channels per block: their accumulators stay within ~32 KB (L1).
+  const i64 kblock = std::max<i64>(1, (32 << 10) / (nt * static_cast<i64>(sizeof(Vec<T>))));
+  parallel_over(ctx, g.K, [&](i64 begin, i64 end) {
+    auto reduce = make_reduce();
+    const i64 nblocks = (end - begin + kblock - 1) / kblock;
+    const i64 block = (end - begin + nblocks - 1) / nblocks;  // even blocks
+    VectorArray<T> acc(nt * block);
+    for (i64 k0 = begin; k0 < end; k0 += block) {
+      const i64 k1 = std::min(end, k0 + block);
+      acc.clear();
+      for (i64 n = 0; n < g.N; ++n)
+        for (i64 k = k0; k < k1; ++k) reduce(n, k, acc.data() + (k - k0) * nt);
+      for (i64 k = k0; k < k1; ++k)
+        for (i64 t = 0; t < nt; ++t) {
+          alignas(64) T lanes[kVL<T>];
+          std::memcpy(lanes, &acc[static_cast<std::size_t>((k - k0) * nt + t)], sizeof(lanes));
+          T sum = 0;
+          for (i64 l = 0; l < kVL<T>; ++l) sum += lanes[l];
+          dw[k * g.ker_numel + widx[static_cast<std::size_t>(t)]] = sum;
+        }
+    }
+  });
+}
+
 /// Planes of at most kFlatMaxVectors vectors whose rows are narrower than one vector, at
 /// stride 1 with outputs the input's shape (MobileNet's and EfficientNet's last stages, 7x7
 /// with 3x3 or 5x5 filters): grad weights treats each plane as one flat run of vectors.
@@ -666,57 +703,31 @@ void grad_weights_flat(const ConvGeometry& g, const float* x, float* dw, const f
         }
         if (any) live.push_back(static_cast<i64>(shift.size()) - 1);
       }
-  const i64 nt = static_cast<i64>(shift.size());
-  // As grad_weights: a block of channels image by image, each channel's sums in order.
-  const i64 kblock = std::max<i64>(1, (32 << 10) / (nt * static_cast<i64>(sizeof(VecF))));
-  parallel_over(ctx, g.K, [&](i64 begin, i64 end) {
-    const i64 nblocks = (end - begin + kblock - 1) / kblock;
-    const i64 block = (end - begin + nblocks - 1) / nblocks;
-    VectorArray<float> acc(nt * block);
-    for (i64 k0 = begin; k0 < end; k0 += block) {
-      const i64 k1 = std::min(end, k0 + block);
-      acc.clear();
-      for (i64 n = 0; n < g.N; ++n)
-        for (i64 k = k0; k < k1; ++k) {
-          const float* xp = x + (n * g.C + k / g.Kg) * numel;
-          const float* dyp = dy + (n * g.K + k) * numel;
-          VecF dv[kFlatMaxVectors];
-          for (i64 v = 0; v < nv; ++v) dv[v] = loadn_part(dyp + v * L, 0, numel - v * L);
-          VecF* ak = acc.data() + (k - k0) * nt;
-          // dy stays in registers, a tap's sum in one vector; a tap that reads only padding
-          // (a filter wider than the plane) keeps its zero sum.
-          for (const i64 t : live) {
-            VecF a = ak[t];
-            const float* xs = xp + shift[static_cast<std::size_t>(t)];
-            const int* m = mask.data() + t * nv * L;
-            for (i64 v = 0; v < nv; ++v) {
-              vnati mv;
-              std::memcpy(&mv, m + v * L, sizeof mv);
-              a += loadn_masked(xs + v * L, mv) * dv[v];
-            }
-            ak[t] = a;
-          }
+  walk_channel_blocks(g, widx, dw, ctx, [&] {
+    return [&](i64 n, i64 k, VecF* ak) {
+      const float* xp = x + (n * g.C + k / g.Kg) * numel;
+      const float* dyp = dy + (n * g.K + k) * numel;
+      VecF dv[kFlatMaxVectors];
+      for (i64 v = 0; v < nv; ++v) dv[v] = loadn_part(dyp + v * L, 0, numel - v * L);
+      // dy stays in registers, a tap's sum in one vector; a tap that reads only padding (a
+      // filter wider than the plane) keeps its zero sum.
+      for (const i64 t : live) {
+        VecF a = ak[t];
+        const float* xs = xp + shift[static_cast<std::size_t>(t)];
+        const int* m = mask.data() + t * nv * L;
+        for (i64 v = 0; v < nv; ++v) {
+          vnati mv;
+          std::memcpy(&mv, m + v * L, sizeof mv);
+          a += loadn_masked(xs + v * L, mv) * dv[v];
         }
-      for (i64 k = k0; k < k1; ++k)
-        for (i64 t = 0; t < nt; ++t) {
-          alignas(64) float lanes[L];
-          std::memcpy(lanes, &acc[static_cast<std::size_t>((k - k0) * nt + t)], sizeof(lanes));
-          float sum = 0;
-          for (i64 l = 0; l < L; ++l) sum += lanes[l];
-          dw[k * g.ker_numel + widx[static_cast<std::size_t>(t)]] = sum;
-        }
-    }
+        ak[t] = a;
+      }
+    };
   });
 }
 
-/// Per output channel k: dw[k, tap] = sum over n and positions of dy * x shifted by the tap.
-/// A thread takes a range of channels and walks them in blocks, image by image: for image n
-/// it reads the block's consecutive planes of x and dy, one contiguous stretch each, which
-/// the hardware prefetchers stream (walking one channel through all images jumped C planes
-/// at a time: a new page and a cold start per 3 KB plane, slower even with software
-/// prefetch, which stalled on full miss queues here). Each channel keeps its accumulators
-/// between images and still sums its images in order 0..N-1: the result does not depend on
-/// the thread count.
+/// Per output channel k: dw[k, tap] = sum over n and positions of dy * x shifted by the tap,
+/// x through a zero-padded copy of its plane (walk_channel_blocks).
 template <class T>
 void grad_weights(const ConvGeometry& g, const T* x, T* dw, const T* dy, const ConvContext& ctx) {
   PlaneGeom pg = forward_geom(g);
@@ -732,43 +743,23 @@ void grad_weights(const ConvGeometry& g, const T* x, T* dw, const T* dy, const C
   const bool rows_3x3 = pg.ker[1] == 3 && pg.ker[2] == 3 && pg.s[1] == pg.d[1];
   i64 hoff[3];  // horizontal taps' offsets, relative to the slice's first tap
   for (int t = 0; t < 3; ++t) hoff[t] = pg.tap_offset(0, 0, t) - pg.tap_offset(0, 0, 0);
-  // Channels per block: their accumulators (nt vectors each) stay within ~32 KB (L1).
-  const i64 kblock = std::max<i64>(1, (32 << 10) / (nt * static_cast<i64>(sizeof(Vec<T>))));
-  parallel_over(ctx, g.K, [&](i64 begin, i64 end) {
-    std::vector<T>& buf = thread_buffer<T>(pg.plane);
-    clear_buffer(pg, buf.data());
-    const i64 nblocks = (end - begin + kblock - 1) / kblock;
-    const i64 block = (end - begin + nblocks - 1) / nblocks;  // even blocks
-    VectorArray<T> acc(nt * block);
-    for (i64 k0 = begin; k0 < end; k0 += block) {
-      const i64 k1 = std::min(end, k0 + block);
-      acc.clear();
-      for (i64 n = 0; n < g.N; ++n) {
-        i64 copied = -1;  // the channel of x in buf: Kg consecutive k share it
-        for (i64 k = k0; k < k1; ++k) {
-          const i64 c = k / g.Kg;
-          if (c != copied) copy_plane(pg, x + (n * g.C + c) * g.in_numel, buf.data()), copied = c;
-          const T* dyp = dy + (n * g.K + k) * g.out_numel;
-          Vec<T>* ak = acc.data() + (k - k0) * nt;
-          if (rows_3x3) {
-            for (i64 t0 = 0; t0 < pg.ker[0]; ++t0)
-              reduce_rows_3x3<T>(buf.data(), pg, toff[static_cast<std::size_t>(t0 * 9)], hoff, dyp, ak + t0 * 9);
-            continue;
-          }
-          for (i64 t = 0; t < nt; t += tb)
-            reduce_taps_n<T>(static_cast<int>(std::min<i64>(tb, nt - t)), buf.data(), toff.data() + t, slots,
-                             dyp, ak + t);
-        }
+  walk_channel_blocks(g, widx, dw, ctx, [&] {
+    T* const buf = thread_buffer<T>(pg.plane).data();
+    clear_buffer(pg, buf);
+    // (image, input channel) of the plane of x in buf: the Kg consecutive channels k of one
+    // input channel share it.
+    return [&, buf, copied = std::array<i64, 2>{-1, -1}](i64 n, i64 k, Vec<T>* ak) mutable {
+      const i64 c = k / g.Kg;
+      if (copied != std::array<i64, 2>{n, c}) copy_plane(pg, x + (n * g.C + c) * g.in_numel, buf), copied = {n, c};
+      const T* dyp = dy + (n * g.K + k) * g.out_numel;
+      if (rows_3x3) {
+        for (i64 t0 = 0; t0 < pg.ker[0]; ++t0)
+          reduce_rows_3x3<T>(buf, pg, toff[static_cast<std::size_t>(t0 * 9)], hoff, dyp, ak + t0 * 9);
+        return;
       }
-      for (i64 k = k0; k < k1; ++k)
-        for (i64 t = 0; t < nt; ++t) {
-          alignas(64) T lanes[kVL<T>];
-          std::memcpy(lanes, &acc[static_cast<std::size_t>((k - k0) * nt + t)], sizeof(lanes));
-          T sum = 0;
-          for (i64 l = 0; l < kVL<T>; ++l) sum += lanes[l];
-          dw[k * g.ker_numel + widx[static_cast<std::size_t>(t)]] = sum;
-        }
-    }
+      for (i64 t = 0; t < nt; t += tb)
+        reduce_taps_n<T>(static_cast<int>(std::min<i64>(tb, nt - t)), buf, toff.data() + t, slots, dyp, ak + t);
+    };
   });
 }
 
