@@ -1165,6 +1165,20 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
     // skip_columns: each pixel's coordinates, and each tile's tap ranges per axis.
     std::array<i64, 3> pixel_at[kTiles * kAcc], span_lo[kTiles * kAcc], span_hi[kTiles * kAcc];
     std::vector<i64> class_next(static_cast<std::size_t>(nclasses + 1));
+    // A tile's taps: per axis the union [lo, hi) of its pixels' in-source ranges (widen,
+    // pixel by pixel), as one span in flat order from the first to the last (set_span).
+    const auto widen = [&](std::array<i64, 3>& lo, std::array<i64, 3>& hi, const std::array<i64, 3>& o) {
+      for (std::size_t a = 0; a < 3; ++a) {
+        lo[a] = std::min(lo[a], classes.range(a, o[a])[0]);
+        hi[a] = std::max(hi[a], classes.range(a, o[a])[1]);
+      }
+    };
+    const auto set_span = [&](i64 i, const std::array<i64, 3>& lo, const std::array<i64, 3>& hi) {
+      const auto flat = [&](i64 t0, i64 t1, i64 t2) { return (t0 * pl.ker[1] + t1) * pl.ker[2] + t2; };
+      const bool none = lo[0] >= hi[0] || lo[1] >= hi[1] || lo[2] >= hi[2];
+      tap0[i] = none ? 0 : flat(lo[0], lo[1], lo[2]);
+      ntap[i] = none ? 0 : flat(hi[0] - 1, hi[1] - 1, hi[2] - 1) + 1 - tap0[i];
+    };
     for (i64 idx = begin; idx < end; ++idx) {
       const i64 unit = idx % ngroups, bu = idx / ngroups;
       const Phase& ph = phases[static_cast<std::size_t>(unit % nsets * segs)];
@@ -1209,16 +1223,9 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
         }
         std::fill(bases + npix, bases + ntiles * P, bases[npix - 1]);
         for (i64 i = 0; i < ntiles; ++i) {
-          std::array<i64, 3> lo = {pl.ker[0], pl.ker[1], pl.ker[2]}, hi = {0, 0, 0};
-          for (i64 j = i * P; j < std::min(npix, (i + 1) * P); ++j)
-            for (std::size_t a = 0; a < 3; ++a) {
-              lo[a] = std::min(lo[a], classes.range(a, pixel_at[j][a])[0]);
-              hi[a] = std::max(hi[a], classes.range(a, pixel_at[j][a])[1]);
-            }
-          const bool none = lo[0] >= hi[0] || lo[1] >= hi[1] || lo[2] >= hi[2];
-          span_lo[i] = lo, span_hi[i] = hi;
-          tap0[i] = none ? 0 : (lo[0] * pl.ker[1] + lo[1]) * pl.ker[2] + lo[2];
-          ntap[i] = none ? 0 : ((hi[0] - 1) * pl.ker[1] + hi[1] - 1) * pl.ker[2] + hi[2] - tap0[i];
+          span_lo[i] = {pl.ker[0], pl.ker[1], pl.ker[2]}, span_hi[i] = {0, 0, 0};
+          for (i64 j = i * P; j < std::min(npix, (i + 1) * P); ++j) widen(span_lo[i], span_hi[i], pixel_at[j]);
+          set_span(i, span_lo[i], span_hi[i]);
         }
       }
       for (i64 sg = 0, i = 0; sg < segs && !by_rows && !skip_columns; ++sg) {
@@ -1227,7 +1234,7 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
         grid.extent[2] = ph.extent[2];
         PixelWalk at(pl, grid, pix0, src_image, dst_channels * pl.dst_numel);
         for (i64 j = sg * seg_stride; i < (sg + 1) * seg_tiles; ++i) {
-          i64 lo[3] = {pl.ker[0], pl.ker[1], pl.ker[2]}, hi[3] = {0, 0, 0};
+          std::array<i64, 3> lo = {pl.ker[0], pl.ker[1], pl.ker[2]}, hi = {0, 0, 0};
           for (i64 r = 0; r < P; ++r, ++j) {
             if (j >= sg * seg_stride + npix) {
               bases[j] = bases[sg * seg_stride + npix - 1];
@@ -1241,23 +1248,11 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
             }
             bases[j] = padded + F * at.src;
             dst_off[j] = at.dst;
-            if (!every_tap) {
-              const i64 o[3] = {at.o0, at.o1, at.o2};
-              for (std::size_t a = 0; a < 3; ++a) {
-                lo[a] = std::min(lo[a], classes.range(a, o[a])[0]);
-                hi[a] = std::max(hi[a], classes.range(a, o[a])[1]);
-              }
-            }
+            if (!every_tap) widen(lo, hi, {at.o0, at.o1, at.o2});
             at.next();
           }
-          if (every_tap) {
-            tap0[i] = phs.tap0, ntap[i] = phs.taps;
-            continue;
-          }
-          const auto flat = [&](i64 t0, i64 t1, i64 t2) { return (t0 * pl.ker[1] + t1) * pl.ker[2] + t2; };
-          const bool none = lo[0] >= hi[0] || lo[1] >= hi[1] || lo[2] >= hi[2];
-          tap0[i] = none ? 0 : flat(lo[0], lo[1], lo[2]);
-          ntap[i] = none ? 0 : flat(hi[0] - 1, hi[1] - 1, hi[2] - 1) + 1 - tap0[i];
+          if (every_tap) tap0[i] = phs.tap0, ntap[i] = phs.taps;
+          else set_span(i, lo, hi);
         }
       }
       // Two tiles whose pixels lie in one row run as a row tile, over whole rows of taps
