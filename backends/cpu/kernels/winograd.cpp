@@ -251,8 +251,12 @@ struct GatherLanes {
   GatherLanes() = default;
   GatherLanes(const std::int32_t* offset, const std::int32_t* valid)
       : idx(_mm512_loadu_si512(offset)), mask(_mm512_movepi32_mask(_mm512_loadu_si512(valid))) {}
-  vnat load(const float* base) const {
-    return reinterpret_cast<vnat>(_mm512_mask_i32gather_ps(_mm512_setzero_ps(), mask, idx, base, 4));
+  explicit GatherLanes(const std::int32_t* offset) : idx(_mm512_loadu_si512(offset)), mask(0xffff) {}
+  vnat load(const float* base) const { return load(base, mask); }
+  /// The same under another lane mask (bit i: lane i).
+  vnat load(const float* base, unsigned lanes) const {
+    return reinterpret_cast<vnat>(
+        _mm512_mask_i32gather_ps(_mm512_setzero_ps(), static_cast<__mmask16>(lanes), idx, base, 4));
   }
 };
 #else
@@ -260,9 +264,43 @@ constexpr bool kHasGather = false;
 struct GatherLanes {
   GatherLanes() = default;
   GatherLanes(const std::int32_t*, const std::int32_t*) {}
+  explicit GatherLanes(const std::int32_t*) {}
   vnat load(const float*) const { return vnat{}; }
+  vnat load(const float*, unsigned) const { return vnat{}; }
 };
 #endif
+
+/// Narrow images (tw <= kVL / 2) at a level with gathers: n tile rows side by side, lane
+/// k * tw + q holding tile q of the k-th row, whose A x C taps (from the tile's origin
+/// 4 * ty - pt, 4 * q - pl) are gathered straight from the planes under lane masks, zeros
+/// for padding, rather than split into phase lines and copied into a TapGroup: on 8x8
+/// images (s_cifar_64 forward) those copies were a third of the run. The lanes' offsets
+/// are from the first row's plane; delta(k), the k-th row's plane minus that one, must be
+/// the same for every channel (2-D planes; dy's planes in 3-D).
+template <int A, int C>
+struct GatheredRows {
+  std::int32_t offset[kVL] = {};            ///< lane's tile origin from plane0
+  unsigned row_ok[A] = {}, col_ok[C] = {};  ///< lanes whose tap row a / column c is inside
+  i64 W = 0;
+  template <class Delta, class TileRow>
+  GatheredRows(i64 n, i64 tw, i64 H, i64 W, i64 pt, i64 pl, Delta&& delta, TileRow&& ty) : W(W) {
+    for (i64 k = 0; k < n; ++k) {
+      const i64 y0 = 4 * ty(k) - pt, d = delta(k);
+      for (i64 q = 0; q < tw; ++q) {
+        const i64 lane = k * tw + q, x0 = 4 * q - pl;
+        offset[lane] = static_cast<std::int32_t>(d + y0 * W + x0);
+        for (int a = 0; a < A; ++a) row_ok[a] |= (y0 + a >= 0 && y0 + a < H ? 1u : 0u) << lane;
+        for (int c = 0; c < C; ++c) col_ok[c] |= (x0 + c >= 0 && x0 + c < W ? 1u : 0u) << lane;
+      }
+    }
+  }
+  /// The lanes' taps in the channel whose first row's plane is plane0: tap(a, c, ignored).
+  auto taps(const float* plane0) const {
+    return [this, lanes = GatherLanes(offset), plane0](int a, int c, i64) {
+      return lanes.load(plane0 + a * W + c, row_ok[a] & col_ok[c]);
+    };
+  }
+};
 
 /// Where one group's filters are read: filter (k, c) (within the group; depth tap t) at
 /// base + k * row + ((c - col0) * kd + t) * 9. The weights themselves, or (grad_inputs) a
@@ -476,13 +514,15 @@ void input_taps(const float* plane, const Job& j, i64 ty, LineCache& cache, cons
   }
 }
 
-/// V[e][base + tx] = (B^T d B)[e] for the tiles tx in [0, lanes) whose taps are `tap`.
-void input_transform(const float* const tap[kAlpha][6], i64 lanes, float* V, i64 vstride, i64 base) {
+/// V[e][base + tx] = (B^T d B)[e] for the tiles tx in [0, lanes); tap(i, c, tx) loads
+/// their taps in row i, column c.
+template <class Tap>
+void input_transform(Tap&& tap, i64 lanes, float* V, i64 vstride, i64 base) {
   for (i64 tx = 0; tx < lanes; tx += kVL) {
     vnat h[kAlpha][kAlpha];  // h[i][s]: row i after the horizontal transform
     for (int i = 0; i < kAlpha; ++i) {
       vnat d[6];
-      for (int c = 0; c < 6; ++c) d[c] = loadn(tap[i][c] + tx);
+      for (int c = 0; c < 6; ++c) d[c] = tap(i, c, tx);
       bt6(d, h[i]);
     }
     for (int s = 0; s < kAlpha; ++s) {
@@ -709,8 +749,25 @@ void run_winograd(const ConvProblem& p, const ConvTensors& t, const ConvContext&
   // all (TapGroup, output_rows_side_by_side), rather than one vector of tw useful lanes
   // per row: 8x8 images (tw = 2) used 2 of 16 lanes.
   const i64 side = j.side();
+  // Gathered taps (GatheredRows): 2-D only (a 3-D depth tap's plane may be padding), and
+  // offsets within int32.
+  const bool gathered = kHasGather && side > 1 && j.kd == 1 &&
+                        j.N * j.G * j.Ci * j.Ds * j.H * j.W <= i64{INT32_MAX};
   auto transform_inputs = [&](LineCache& cache, i64 gr, i64 blk, i64 c0, i64 c1, float* V) {
     const i64 r0 = blk * j.R, r1 = std::min(j.rows, r0 + j.R);
+    if (gathered) {  // each group's lanes once, then its taps channel by channel
+      for (i64 r = r0; r < r1; r += side) {
+        const float* first = j.src_plane(src, r / j.th, gr, 0);
+        const GatheredRows<kAlpha, 6> rows(
+            std::min(side, r1 - r), j.tw, j.H, j.W, j.pt, j.pl,
+            [&](i64 k) { return j.src_plane(src, (r + k) / j.th, gr, 0) - first; }, [&](i64 k) { return (r + k) % j.th; });
+        for (i64 ci = c0; ci < c1; ++ci) {
+          const float* plane0 = j.src_plane(src, r / j.th, gr, ci);
+          input_transform(rows.taps(plane0), kVL, V + ci * j.ts, j.ve, (r - r0) * j.tw);
+        }
+      }
+      return;
+    }
     TapGroup<kAlpha, 6> group;
     for (i64 ci = c0; ci < c1; ++ci) {
       std::fill(std::begin(cache.plane), std::end(cache.plane), nullptr);
@@ -720,7 +777,9 @@ void run_winograd(const ConvProblem& p, const ConvTensors& t, const ConvContext&
           [&](i64 r, const float* tap[kAlpha][6]) {
             input_taps(j.src_plane(src, r / j.th, gr, ci), j, r % j.th, cache, tap);
           },
-          [&](const float* const tap[kAlpha][6], i64 lanes, i64 base) { input_transform(tap, lanes, Vc, j.ve, base); });
+          [&](const float* const tap[kAlpha][6], i64 lanes, i64 base) {
+            input_transform([&](int i, int c, i64 tx) { return loadn(tap[i][c] + tx); }, lanes, Vc, j.ve, base);
+          });
     }
   };
   // One block split into parts: the parts share one input transform, in slot 0's V, done
@@ -981,12 +1040,14 @@ void grad_output_taps(const float* plane, const Job& j, i64 ty, float* lines, co
   }
 }
 
-/// D[e][base + tx] = (A d A^T)[e] for the tiles tx in [0, lanes) whose taps are `tap`.
-void grad_output_transform(const float* const tap[4][4], i64 lanes, float* D, i64 dstride, i64 base) {
+/// D[e][base + tx] = (A d A^T)[e] for the tiles tx in [0, lanes); tap(a, c, tx) loads
+/// their taps in row a, column c.
+template <class Tap>
+void grad_output_transform(Tap&& tap, i64 lanes, float* D, i64 dstride, i64 base) {
   for (i64 tx = 0; tx < lanes; tx += kVL) {
     vnat h[4][kAlpha];  // h[a]: row a after the horizontal transform
     for (int a = 0; a < 4; ++a) {
-      const vnat d[4] = {loadn(tap[a][0] + tx), loadn(tap[a][1] + tx), loadn(tap[a][2] + tx), loadn(tap[a][3] + tx)};
+      const vnat d[4] = {tap(a, 0, tx), tap(a, 1, tx), tap(a, 2, tx), tap(a, 3, tx)};
       a6(d, h[a]);
     }
     for (int s = 0; s < kAlpha; ++s) {
@@ -1133,6 +1194,17 @@ void transform_chunk(const Job& j, const GwPlan& g, const float* x, const float*
   cache.lines = lines;
   cache.zeros = lines + kAlpha * 4 * j.Q;
   TapGroup<4, 4> out_group;
+  // Narrow images at a level with gathers: dy's taps gathered (GatheredRows), each group's
+  // lanes set up once for all channels.
+  std::vector<GatheredRows<4, 4>> gathered;
+  if (kHasGather && g.group > 1 && j.N * j.G * j.Co * j.Dd * j.OH * j.OW <= i64{INT32_MAX}) {
+    for (i64 r = r0; r < r1; r += g.group) {
+      const float* first = j.dst_plane(dy, r / j.th, 0, 0);
+      gathered.emplace_back(
+          std::min(g.group, r1 - r), j.tw, j.OH, j.OW, 0, 0,
+          [&](i64 k) { return j.dst_plane(dy, (r + k) / j.th, 0, 0) - first; }, [&](i64 k) { return (r + k) % j.th; });
+    }
+  }
   for (i64 task = next(); task < ntasks; task = next()) {
     std::fill(std::begin(cache.plane), std::end(cache.plane), nullptr);
     const bool in = task < nx;
@@ -1145,6 +1217,13 @@ void transform_chunk(const Job& j, const GwPlan& g, const float* x, const float*
         for (int i = 0; i < kAlpha; ++i) row[i] = rows.get(x, j, g, img, gr, ch * kVL, y0 + i);
         input_transform_channels(row, j.tw, V + gr * kE * g.ve + ch * g.vp + (r - r0) * j.tw * kVL, g.ve);
       }
+    } else if (!gathered.empty()) {
+      float* dst = D + gr * kE * g.de + ch * g.ld;
+      for (i64 r = r0, k = 0; r < r1; r += g.group, ++k) {
+        const float* plane0 = j.dst_plane(dy, r / j.th, gr, ch);
+        const GatheredRows<4, 4>& rows = gathered[static_cast<std::size_t>(k)];
+        grad_output_transform(rows.taps(plane0), kVL, dst, g.de, (r - r0) * j.tw);
+      }
     } else {
       float* dst = D + gr * kE * g.de + ch * g.ld;
       transform_rows(
@@ -1152,7 +1231,9 @@ void transform_chunk(const Job& j, const GwPlan& g, const float* x, const float*
           [&](i64 r, const float* tap[4][4]) {
             grad_output_taps(j.dst_plane(dy, r / j.th, gr, ch), j, r % j.th, lines, cache.zeros, tap);
           },
-          [&](const float* const tap[4][4], i64 lanes, i64 base) { grad_output_transform(tap, lanes, dst, g.de, base); });
+          [&](const float* const tap[4][4], i64 lanes, i64 base) {
+            grad_output_transform([&](int a, int c, i64 tx) { return loadn(tap[a][c] + tx); }, lanes, dst, g.de, base);
+          });
     }
   }
 }
