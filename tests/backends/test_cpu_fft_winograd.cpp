@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/sgemm.hpp"  // ScopedStreamL3
 #include "convgraph/backends/conv_algorithm.hpp"
 #include "convgraph/backends/cpu/reference.hpp"
 #include "convgraph/core/thread_pool.hpp"
@@ -339,6 +340,13 @@ TEST_CASE("cpu.winograd F(4x4,3x3) matches the reference within the fp32 bound",
   if (convgraph::test::sanitized_build()) return;
   check_winograd({.x = {2, 64, 28, 28}, .w = {32, 64, 3, 3}, .border = BorderMode(1)}, 5e-5);
   check_winograd({.x = {2, 256, 14, 14}, .w = {32, 256, 3, 3}, .border = BorderMode(1)}, 5e-5);
+}
+
+TEST_CASE("cpu.winograd with a transformed filter over half the L3: blocks of at least 128 tiles", "[cpu][winograd]") {
+  // U (36 x 24 x 8 floats) over half of a 32 KiB L3: 294 tiles in blocks of 128 or more.
+  const convgraph::cpu::ScopedStreamL3 small_l3(32 << 10);
+  check_winograd({.x = {6, 8, 28, 28}, .w = {24, 8, 3, 3}, .border = BorderMode(1)}, 5e-5);
+  check_winograd({.x = {3, 4, 30, 9}, .w = {100, 2, 3, 3}, .border = BorderMode({{0, 1}, {2, 1}}), .groups = 2}, 5e-5);
 }
 
 /// Runs float32 `a` on `p` (fixed random operands) and returns its output.
