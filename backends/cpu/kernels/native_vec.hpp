@@ -73,6 +73,22 @@ inline void storen_first(float* p, vnat v, int n) {
   std::memcpy(p, &v, static_cast<std::size_t>(n) * sizeof(float));
 #endif
 }
+/// Stores lanes [lo, hi) of v (clamped to the vector) at p + lane; the floats outside them
+/// are not touched (nor need they exist).
+inline void storen_part(float* p, vnat v, std::int64_t lo, std::int64_t hi) {
+  lo = lo < 0 ? 0 : lo, hi = hi > kVL ? kVL : hi;
+  if (lo >= hi) return;
+#if CONVGRAPH_ISA_AVX512
+  _mm512_mask_storeu_ps(p, static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u)), reinterpret_cast<__m512>(v));
+#elif CONVGRAPH_ISA_AVX2
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i in = _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(lo)), lanes),
+                                         _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(hi)), lanes));
+  _mm256_maskstore_ps(p, in, reinterpret_cast<__m256>(v));
+#else
+  for (std::int64_t i = lo; i < hi; ++i) p[i] = v[i];
+#endif
+}
 /// Whether p is aligned for the level's vector stores (stream_storen needs it).
 inline bool vector_aligned(const float* p) { return reinterpret_cast<std::uintptr_t>(p) % sizeof(vnat) == 0; }
 /// A non-temporal store of one vector to a vector-aligned p, bypassing the

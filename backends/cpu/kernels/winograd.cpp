@@ -712,17 +712,16 @@ void output_rows_side_by_side(const float* M, i64 mstride, i64 base, const Job& 
                               TileRow&& ty) {
   vnat out[4][4];
   output_vectors(M, mstride, base, out);
-  alignas(64) float line[5 * kVL];  // + kVL: a row's last vector may read past the four
-  std::fill(line + 4 * kVL, line + 5 * kVL, 0.0f);
+  // Row k's columns [0, OW) are lanes s .. s + OW of out[a] laid end to end (s = 4 k tw):
+  // each vector they overlap is stored under a lane mask, straight from the register (a
+  // copy through memory cost a store-forwarding stall per row read back from it).
   for (int a = 0; a < 4; ++a) {
-    for (int v = 0; v < 4; ++v) storen(line + kVL * v, out[a][v]);
     for (i64 k = 0; k < n; ++k) {
       const i64 y = 4 * ty(k) + a;
       if (y >= j.OH) continue;
       float* dst = plane(k) + y * j.OW;
-      const float* row = line + 4 * k * j.tw;
-      for (i64 x = 0; x < j.OW; x += kVL)
-        storen_first(dst + x, loadn<vnat>(row + x), static_cast<int>(std::min<i64>(kVL, j.OW - x)));
+      const i64 s = 4 * k * j.tw;
+      for (i64 v = s / kVL; v * kVL < s + j.OW; ++v) storen_part(dst + (v * kVL - s), out[a][v], s - v * kVL, s + j.OW - v * kVL);
     }
   }
 }
