@@ -332,6 +332,11 @@ TEST_CASE("cpu.winograd F(4x4,3x3) matches the reference within the fp32 bound",
     check_winograd({.x = {2, 2, 3, 6, 5}, .w = {3, 2, 1, 3, 3}, .border = BorderMode({{0, 0}, {1, 1}, {1, 1}}), .flip = flip}, 5e-5);
     check_winograd({.x = {1, 2, 2, 5, 5}, .w = {2, 2, 5, 3, 3}, .stride = {3, 1, 1}, .border = BorderMode({{3, 2}, {0, 0}, {2, 1}}),
                     .flip = flip}, 5e-5);
+    // One depth tap and depth padding: the outer output planes read only padding planes
+    // (a fuzz case: narrow images gathered their taps from such a plane's null pointer).
+    check_winograd({.x = {1, 2, 8, 7, 7}, .w = {3, 2, 1, 3, 3}, .border = BorderMode(2), .flip = flip}, 5e-5);
+    check_winograd({.x = {2, 1, 5, 6, 9}, .w = {2, 1, 1, 3, 3}, .stride = {2, 1, 1}, .border = BorderMode({{1, 0}, {1, 1}, {0, 2}}),
+                    .flip = flip}, 5e-5);
   }
   // One image, one block: the output channels are split across tasks.
   check_winograd({.x = {1, 16, 7, 7}, .w = {50, 16, 3, 3}, .border = BorderMode(1)}, 5e-5);

@@ -721,7 +721,8 @@ void output_rows_side_by_side(const float* M, i64 mstride, i64 base, const Job& 
       if (y >= j.OH) continue;
       float* dst = plane(k) + y * j.OW;
       const i64 s = 4 * k * j.tw;
-      for (i64 v = s / kVL; v * kVL < s + j.OW; ++v) storen_part(dst + (v * kVL - s), out[a][v], s - v * kVL, s + j.OW - v * kVL);
+      for (i64 v = s / kVL; v * kVL < s + j.OW; ++v)
+        storen_part(dst + (v * kVL - s), out[a][v], s - v * kVL, s + j.OW - v * kVL);
     }
   }
 }
@@ -753,10 +754,11 @@ void run_winograd(const ConvProblem& p, const ConvTensors& t, const ConvContext&
   // all (TapGroup, output_rows_side_by_side), rather than one vector of tw useful lanes
   // per row: 8x8 images (tw = 2) used 2 of 16 lanes.
   const i64 side = j.side();
-  // Gathered taps (GatheredRows): 2-D only (a 3-D depth tap's plane may be padding), and
-  // offsets within int32.
-  const bool gathered = kHasGather && side > 1 && j.kd == 1 &&
-                        j.N * j.G * j.Ci * j.Ds * j.H * j.W <= i64{INT32_MAX};
+  // Gathered taps (GatheredRows): where every tile row's source plane is real (2-D, or one
+  // depth tap that never lands in the depth padding: a padding plane has no pointer to
+  // gather from), with offsets within int32.
+  bool gathered = kHasGather && side > 1 && j.kd == 1 && j.N * j.G * j.Ci * j.Ds * j.H * j.W <= i64{INT32_MAX};
+  for (i64 m = 0; gathered && m < j.Dd; ++m) gathered = j.src_plane(src, m, 0, 0) != nullptr;
   auto transform_inputs = [&](LineCache& cache, i64 gr, i64 blk, i64 c0, i64 c1, float* V) {
     const i64 r0 = blk * j.R, r1 = std::min(j.rows, r0 + j.R);
     if (gathered) {  // each group's lanes once, then its taps channel by channel
