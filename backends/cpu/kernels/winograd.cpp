@@ -16,6 +16,8 @@
 //   1. input transform: each source row is copied zero-padded and split into its 4 column
 //      phases, so the 6 taps of 16 neighbouring tiles are 6 contiguous vector loads; the
 //      6x6 transform B^T d B runs on 16 tiles at once; V[e][ci][tile] (e = 36 positions).
+//      Narrow images (tw <= 8) fill a vector with several tile rows side by side, their
+//      taps gathered straight from the planes at the AVX-512 level (GatheredRows).
 //   2. 36 GEMMs M_e = U_e V_e over channels, with a 6 x 64 register-blocked kernel; U (the
 //      transformed filter) is packed for it once per run, or (one block: each filter chunk
 //      used once) chunk by chunk in the task's slot, just before its GEMMs.
