@@ -348,7 +348,8 @@ TEST_CASE("cpu.winograd F(4x4,3x3) matches the reference within the fp32 bound",
 }
 
 TEST_CASE("cpu.winograd with a transformed filter over half the L3: blocks of at least 128 tiles", "[cpu][winograd]") {
-  // U (36 x 24 x 8 floats) over half of a 32 KiB L3: 294 tiles in blocks of 128 or more.
+  // U (36 x 24 x 8 floats) over half of a 32 KiB L3: 294 tiles in blocks of 128 or more;
+  // the grouped layer's U streams too, its 72 tiles one block.
   const convgraph::cpu::ScopedStreamL3 small_l3(32 << 10);
   check_winograd({.x = {6, 8, 28, 28}, .w = {24, 8, 3, 3}, .border = BorderMode(1)}, 5e-5);
   check_winograd({.x = {3, 4, 30, 9}, .w = {100, 2, 3, 3}, .border = BorderMode({{0, 1}, {2, 1}}), .groups = 2}, 5e-5);

@@ -29,6 +29,18 @@ inline V loadn(const float* p) {
 }
 template <class V>
 inline void storen(float* p, V v) { std::memcpy(p, &v, sizeof v); }
+#if CONVGRAPH_ISA_AVX512
+/// The level's lane mask of lanes [lo, hi) (0 <= lo <= hi <= kVL), for masked loads and stores.
+inline __mmask16 lane_range(std::int64_t lo, std::int64_t hi) {
+  return static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+}
+#elif CONVGRAPH_ISA_AVX2
+inline __m256i lane_range(std::int64_t lo, std::int64_t hi) {
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(lo)), lanes),
+                             _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(hi)), lanes));
+}
+#endif
 /// Values p[i] for i in [lo, hi) (clamped to the vector), zeros elsewhere; never touches
 /// memory outside [lo, hi).
 inline vnat loadn_part(const float* p, std::int64_t lo, std::int64_t hi) {
@@ -36,12 +48,9 @@ inline vnat loadn_part(const float* p, std::int64_t lo, std::int64_t hi) {
   if (lo >= hi) return vnat{};
   if (lo == 0 && hi == kVL) return loadn(p);
 #if CONVGRAPH_ISA_AVX512
-  return reinterpret_cast<vnat>(_mm512_maskz_loadu_ps(static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u)), p));
+  return reinterpret_cast<vnat>(_mm512_maskz_loadu_ps(lane_range(lo, hi), p));
 #elif CONVGRAPH_ISA_AVX2
-  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256i in = _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(lo)), lanes),
-                                         _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(hi)), lanes));
-  return reinterpret_cast<vnat>(_mm256_maskload_ps(p, in));
+  return reinterpret_cast<vnat>(_mm256_maskload_ps(p, lane_range(lo, hi)));
 #else
   vnat v{};
   for (std::int64_t i = lo; i < hi; ++i) v[i] = p[i];
@@ -65,10 +74,9 @@ inline vnat loadn_masked(const float* p, vnati m) {
 /// Stores the first n (0 to kVL) lanes of v; the floats past them are not touched.
 inline void storen_first(float* p, vnat v, int n) {
 #if CONVGRAPH_ISA_AVX512
-  _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1), reinterpret_cast<__m512>(v));
+  _mm512_mask_storeu_ps(p, lane_range(0, n), reinterpret_cast<__m512>(v));
 #elif CONVGRAPH_ISA_AVX2
-  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  _mm256_maskstore_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lanes), reinterpret_cast<__m256>(v));
+  _mm256_maskstore_ps(p, lane_range(0, n), reinterpret_cast<__m256>(v));
 #else
   std::memcpy(p, &v, static_cast<std::size_t>(n) * sizeof(float));
 #endif
@@ -79,12 +87,9 @@ inline void storen_part(float* p, vnat v, std::int64_t lo, std::int64_t hi) {
   lo = lo < 0 ? 0 : lo, hi = hi > kVL ? kVL : hi;
   if (lo >= hi) return;
 #if CONVGRAPH_ISA_AVX512
-  _mm512_mask_storeu_ps(p, static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u)), reinterpret_cast<__m512>(v));
+  _mm512_mask_storeu_ps(p, lane_range(lo, hi), reinterpret_cast<__m512>(v));
 #elif CONVGRAPH_ISA_AVX2
-  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256i in = _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(lo)), lanes),
-                                         _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(hi)), lanes));
-  _mm256_maskstore_ps(p, in, reinterpret_cast<__m256>(v));
+  _mm256_maskstore_ps(p, lane_range(lo, hi), reinterpret_cast<__m256>(v));
 #else
   for (std::int64_t i = lo; i < hi; ++i) p[i] = v[i];
 #endif

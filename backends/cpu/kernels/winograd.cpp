@@ -541,6 +541,13 @@ void input_transform(Tap&& tap, i64 lanes, float* V, i64 vstride, i64 base) {
   }
 }
 
+/// A transform's tap loader over lane-contiguous tap lines: tap(i, c, tx) loads lanes tx ..
+/// of line tap[i][c].
+template <int C>
+auto tap_lines(const float* const (*tap)[C]) {
+  return [tap](int i, int c, i64 tx) { return loadn(tap[i][c] + tx); };
+}
+
 /// Taps of several tile rows side by side (narrow images: tw < kVL), so one transform
 /// vector holds whole tile rows instead of one row's tw tiles: lane k * tw + q is tile q
 /// of the k-th row, which is where V and D keep it. Each row's taps are copied in as it
@@ -786,7 +793,7 @@ void run_winograd(const ConvProblem& p, const ConvTensors& t, const ConvContext&
             input_taps(j.src_plane(src, r / j.th, gr, ci), j, r % j.th, cache, tap);
           },
           [&](const float* const tap[kAlpha][6], i64 lanes, i64 base) {
-            input_transform([&](int i, int c, i64 tx) { return loadn(tap[i][c] + tx); }, lanes, Vc, j.ve, base);
+            input_transform(tap_lines(tap), lanes, Vc, j.ve, base);
           });
     }
   };
@@ -1240,7 +1247,7 @@ void transform_chunk(const Job& j, const GwPlan& g, const float* x, const float*
             grad_output_taps(j.dst_plane(dy, r / j.th, gr, ch), j, r % j.th, lines, cache.zeros, tap);
           },
           [&](const float* const tap[4][4], i64 lanes, i64 base) {
-            grad_output_transform([&](int a, int c, i64 tx) { return loadn(tap[a][c] + tx); }, lanes, dst, g.de, base);
+            grad_output_transform(tap_lines(tap), lanes, dst, g.de, base);
           });
     }
   }
