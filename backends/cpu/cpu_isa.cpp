@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <string>
 
 #include "convgraph/core/error.hpp"
 
@@ -77,7 +79,32 @@ std::atomic<int>& active_level() {
   return level;
 }
 
+bool initial_gathers_fast() {
+  if (const char* env = std::getenv("CONVGRAPH_CPU_GATHERS"); env != nullptr && *env != '\0') {
+    const std::string_view want(env);
+    if (want == "0" || want == "1") return want == "1";
+    std::fprintf(stderr, "convgraph: ignoring CONVGRAPH_CPU_GATHERS=%s (valid: 0, 1)\n", env);
+  }
+  std::ifstream file("/sys/devices/system/cpu/vulnerabilities/gather_data_sampling");
+  std::string status;
+  if (!file || !std::getline(file, status)) return true;
+  return gathers_fast_under_gds_status(status);
+}
+
+std::atomic<bool>& gathers_fast() {
+  static std::atomic<bool> fast{initial_gathers_fast()};
+  return fast;
+}
+
 }  // namespace
+
+bool gathers_fast_under_gds_status(std::string_view status) {
+  return !status.starts_with("Mitigation: Microcode") && !status.starts_with("Unknown");
+}
+
+bool cpu_gathers_fast() { return gathers_fast().load(std::memory_order_relaxed); }
+
+void set_cpu_gathers_fast(bool fast) { gathers_fast().store(fast, std::memory_order_relaxed); }
 
 const char* cpu_isa_name(CpuIsa isa) {
   switch (isa) {

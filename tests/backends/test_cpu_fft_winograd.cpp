@@ -26,6 +26,7 @@
 
 #include "backends/cpu/sgemm.hpp"  // ScopedStreamL3
 #include "convgraph/backends/conv_algorithm.hpp"
+#include "convgraph/backends/cpu/cpu_isa.hpp"
 #include "convgraph/backends/cpu/reference.hpp"
 #include "convgraph/core/thread_pool.hpp"
 #include "support/child_process.hpp"  // sanitized_build
@@ -353,6 +354,20 @@ TEST_CASE("cpu.winograd with a transformed filter over half the L3: blocks of at
   const convgraph::cpu::ScopedStreamL3 small_l3(32 << 10);
   check_winograd({.x = {6, 8, 28, 28}, .w = {24, 8, 3, 3}, .border = BorderMode(1)}, 5e-5);
   check_winograd({.x = {3, 4, 30, 9}, .w = {100, 2, 3, 3}, .border = BorderMode({{0, 1}, {2, 1}}), .groups = 2}, 5e-5);
+}
+
+TEST_CASE("cpu.winograd without gathers (Gather Data Sampling microcode) matches the reference", "[cpu][winograd]") {
+  // The gather-free paths at the active level: the filter transform's copied taps and the
+  // narrow images' phase lines (at AVX-512 the gathers otherwise take both).
+  const convgraph::ScopedCpuGathers no_gathers(false);
+  for (bool flip : {false, true}) {
+    check_winograd({.x = {2, 3, 8, 8}, .w = {4, 3, 3, 3}, .border = BorderMode(1), .flip = flip}, 5e-5);
+    check_winograd({.x = {3, 5, 13, 17}, .w = {7, 5, 3, 3}, .border = BorderMode("valid"), .flip = flip}, 5e-5);
+    check_winograd({.x = {1, 8, 6, 5}, .w = {8, 2, 3, 3}, .border = BorderMode({{4, 3}, {0, 5}}), .groups = 4, .flip = flip}, 5e-5);
+    check_winograd({.x = {2, 3, 13, 11}, .w = {4, 3, 3, 3}, .dilation = {2, 2}, .border = BorderMode(2), .flip = flip}, 5e-5);
+    check_winograd({.x = {1, 2, 8, 7, 7}, .w = {3, 2, 1, 3, 3}, .border = BorderMode(2), .flip = flip}, 5e-5);
+  }
+  check_winograd({.x = {2, 20, 9, 30}, .w = {35, 20, 3, 3}, .border = BorderMode(1)}, 5e-5);
 }
 
 /// Runs float32 `a` on `p` (fixed random operands) and returns its output.

@@ -56,6 +56,25 @@ TEST_CASE("CPU levels: names, parsing and what this CPU supports", "[backends][c
   CHECK(active_cpu_isa() == before);
 }
 
+TEST_CASE("CPU gathers: off under the Gather Data Sampling microcode, set per scope", "[backends][cpu][isa]") {
+  // The kernel's status lines (Documentation/admin-guide/hw-vuln/gather_data_sampling.rst).
+  CHECK_FALSE(gathers_fast_under_gds_status("Mitigation: Microcode"));
+  CHECK_FALSE(gathers_fast_under_gds_status("Mitigation: Microcode (locked)"));
+  CHECK_FALSE(gathers_fast_under_gds_status("Unknown: Dependent on hypervisor status"));
+  CHECK(gathers_fast_under_gds_status("Not affected"));
+  CHECK(gathers_fast_under_gds_status("Vulnerable"));
+  CHECK(gathers_fast_under_gds_status("Vulnerable: No microcode"));
+  CHECK(gathers_fast_under_gds_status("Mitigation: AVX disabled, no microcode"));
+  CHECK(gathers_fast_under_gds_status(""));
+  const bool before = cpu_gathers_fast();
+  for (bool fast : {false, true}) {
+    ScopedCpuGathers scope(fast);
+    CHECK(cpu_gathers_fast() == fast);
+  }
+  CHECK(cpu_gathers_fast() == before);
+  std::printf("CPU gathers: %s\n", before ? "used" : "not used");
+}
+
 TEST_CASE("CPU levels: every supported level matches the reference over the sweep",
           "[backends][conv][cpu][sweep][isa]") {
   const auto cases = conv_sweep_cases();

@@ -41,6 +41,20 @@ constexpr int cpu_isa_float_lanes(CpuIsa isa) {
 /// throws ValueError if the CPU cannot run it. Meant for tests and benchmarks.
 void set_active_cpu_isa(CpuIsa isa);
 
+/// Whether vector gathers run at full speed on this CPU. Not where the kernel reports the
+/// Gather Data Sampling mitigation in microcode (Intel Skylake to Tiger Lake), which makes
+/// every gather several times slower: there the kernels with a gather-free path (Winograd's
+/// filter transform and narrow-image taps) take it. Read once from
+/// /sys/devices/system/cpu/vulnerabilities/gather_data_sampling; CONVGRAPH_CPU_GATHERS=0|1
+/// overrides.
+bool cpu_gathers_fast();
+/// What a gather_data_sampling status line means for gathers: false for "Mitigation:
+/// Microcode..." and for a guest's "Unknown: Dependent on hypervisor status" (the host's
+/// microcode mitigates), true otherwise ("Not affected", "Vulnerable...", no file).
+bool gathers_fast_under_gds_status(std::string_view status);
+/// Turns the gather paths on or off for every kernel from now on (tests, benchmarks).
+void set_cpu_gathers_fast(bool fast);
+
 /// Sets the active level for a scope and restores the previous one (tests, benchmarks).
 class ScopedCpuIsa {
  public:
@@ -51,6 +65,18 @@ class ScopedCpuIsa {
 
  private:
   CpuIsa saved_;
+};
+
+/// Sets whether the kernels use gathers for a scope and restores the previous setting.
+class ScopedCpuGathers {
+ public:
+  explicit ScopedCpuGathers(bool fast) : saved_(cpu_gathers_fast()) { set_cpu_gathers_fast(fast); }
+  ~ScopedCpuGathers() { set_cpu_gathers_fast(saved_); }
+  ScopedCpuGathers(const ScopedCpuGathers&) = delete;
+  ScopedCpuGathers& operator=(const ScopedCpuGathers&) = delete;
+
+ private:
+  bool saved_;
 };
 
 }  // namespace convgraph
