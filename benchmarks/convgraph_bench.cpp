@@ -45,6 +45,7 @@ struct Options {
   int repeats = 5;
   double early_stop = 10;
   double check_flops = 2e8;
+  bool estimates_only = false;  ///< the cost model's estimates and fast_run's pick, nothing timed
   std::uint64_t seed = 1;
   std::string json, csv, report, anchors;
   std::vector<std::string> networks;  ///< --networks: whole networks instead of layers
@@ -105,6 +106,9 @@ void add_options(CLI::App& app, Options& o) {
       ->check(CLI::Range(0.0, 1e18))
       ->type_name("F")
       ->capture_default_str();
+  app.add_flag("--estimates-only", o.estimates_only,
+               "time nothing: list each applicable algorithm's cost-model estimate and fast_run's default "
+               "pick (seconds for a whole layer set; CONVGRAPH_MACHINE fixes the machine model)");
   app.add_option("--seed", o.seed, "random data seed")->type_name("N")->capture_default_str();
   app.add_option("--json", o.json,
                  "write the run: host, CPU model, ISA, version, commit, threads, load, and one record per "
@@ -277,8 +281,36 @@ Record make_record(const Workload& wl, const ErrorCheck& check, const Candidate&
   return r;
 }
 
+/// --estimates-only: the candidates' estimates and fast_run's pick, as records of status
+/// "estimated" (no operands, no reference check, nothing run).
+void estimate_one(const Layer& layer, ConvDirection dir, const Mode& mode, bool all_algos, Report& rep) {
+  const ConvProblem p = make_problem(layer, dir, mode);
+  std::cout << "\n== " << layer.name << "  " << direction_name(dir) << "  " << layer.describe() << "  "
+            << fmt("%.3f", p.flops() * 1e-9) << " GFLOP\n   algorithm          estimated ms  note\n";
+  for (const Candidate& c : list_candidates(layer, p, mode, all_algos)) {
+    Record r;
+    r.layer = layer.name;
+    r.direction = std::string(direction_name(dir));
+    r.algorithm = c.algorithm->name();
+    r.eligible = c.eligible;
+    r.default_choice = c.default_choice;
+    r.estimated_ms = c.estimated_ms;
+    r.reason = c.reason;
+    r.workspace_bytes = c.workspace;
+    r.flops = p.flops();
+    r.problem = p.key();
+    r.status = c.timed ? "estimated" : "skipped";
+    char line[256];
+    std::snprintf(line, sizeof line, "   %-18s %12.3f  %s\n", r.algorithm.c_str(), r.estimated_ms,
+                  r.default_choice ? "fast_run default" : r.reason.c_str());
+    if (c.timed) std::cout << line;
+    rep.records.push_back(std::move(r));
+  }
+}
+
 void bench_one(const Layer& layer, ConvDirection dir, const Options& o, const Mode& mode, bool all_algos,
                ThreadPool* pool, Progress& progress, std::size_t step, Report& rep) {
+  if (o.estimates_only) return estimate_one(layer, dir, mode, all_algos, rep);
   const std::string label = msg(layer.name, " ", direction_name(dir));
   Workload wl = make_workload(layer, dir, mode, o.seed);
   progress.show(step, label + ": reference check");
@@ -478,7 +510,10 @@ int run(int argc, char** argv) {
     }
   }
 
-  std::cout << "\n== summary: geometric mean of the median ms of the chosen (fastest) algorithm and of\n"
+  if (o.estimates_only)
+    std::cout << "\n== estimates only: nothing was timed\n";
+  else
+    std::cout << "\n== summary: geometric mean of the median ms of the chosen (fastest) algorithm and of\n"
                "   fast_run's default (the cost model's pick, no tuning), over the layers where both were timed\n";
   Json summary = Json::array();
   std::vector<double> all_chosen, all_default;
@@ -489,7 +524,8 @@ int run(int argc, char** argv) {
     all_default.insert(all_default.end(), u.begin(), u.end());
     char name[32];
     std::snprintf(name, sizeof name, "%-11s", std::string(direction_name(d)).c_str());
-    std::cout << "   " << name
+    if (!o.estimates_only)
+      std::cout << "   " << name
               << (v.empty() ? std::string("         - ms") : fmt("%10.3f ms chosen, %10.3f ms default (x%.3f)",
                                                              geometric_mean(v), geometric_mean(u),
                                                              geometric_mean(u) / geometric_mean(v)))
@@ -502,8 +538,10 @@ int run(int argc, char** argv) {
   if (!all_chosen.empty())
     std::cout << fmt("   default / chosen geomean, all directions: %.3f\n",
                      geometric_mean(all_default) / geometric_mean(all_chosen));
-  std::cout << "   chosen:";
-  for (const auto& [name, n] : rep.wins) std::cout << " " << name << " x" << n;
+  if (!o.estimates_only) {
+    std::cout << "   chosen:";
+    for (const auto& [name, n] : rep.wins) std::cout << " " << name << " x" << n;
+  }
   std::cout << fmt("\n   total %.1f s", now_seconds() - t_start)
             << (rep.failures ? msg(", ", rep.failures, " candidate run(s) FAILED or WRONG") : std::string()) << "\n"
             << std::flush;

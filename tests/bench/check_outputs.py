@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """convgraph-bench's --json, --csv and --report read back with Python's parsers (json, csv,
 xml.etree), on two tiny layers whose names hold quotes, markup characters, a comma, a
-backslash and non-ASCII text; plus the error paths of --report and --anchors.
+backslash and non-ASCII text; --estimates-only on them; plus the error paths of --report
+and --anchors.
 
 usage: check_outputs.py CONVGRAPH_BENCH WORK_DIR
 """
@@ -51,7 +52,9 @@ def main():
     args = [bench, "--layers", path("layers.txt"), "--directions", ",".join(DIRECTIONS), "--repeats", str(REPEATS),
             "--all-algorithms", "--early-stop", "0", "--threads", "2", "--json", path("out.json"), "--csv",
             path("out.csv"), "--report", path("report"), "--anchors", path("anchors.json")]
-    r = subprocess.run(args, capture_output=True, text=True, timeout=100)
+    # A fixed machine model: the estimates-only run below must see the same defaults.
+    env = dict(os.environ, CONVGRAPH_MACHINE="gflops=100,bandwidth=20")
+    r = subprocess.run(args, capture_output=True, text=True, timeout=100, env=env)
     if not check(r.returncode == 0, f"convgraph-bench exited {r.returncode}:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}"):
         return
     out = r.stdout
@@ -112,6 +115,24 @@ def main():
         anchored = layer == HOSTILE[0] and direction == "fwd"
         check(len(bars) == want + anchored, f"report: chart {title!r} has {len(bars)} bars, {want + anchored} expected")
         check(anchored == any("oneDNN" in text_of(b) for b in bars), f"report: oneDNN bar in {title!r}")
+
+    # --estimates-only: nothing timed; every applicable candidate's estimate, and one
+    # fast_run default per (layer, direction), the same one the timed run marked.
+    r = subprocess.run([bench, "--layers", path("layers.txt"), "--directions", ",".join(DIRECTIONS), "--threads", "2",
+                        "--estimates-only", "--json", path("estimates.json")], capture_output=True, text=True, timeout=60,
+                       env=env)
+    if check(r.returncode == 0, f"--estimates-only exited {r.returncode}: {r.stderr[-2000:]}"):
+        check("nothing was timed" in r.stdout, "--estimates-only: no 'nothing was timed' line")
+        with open(path("estimates.json"), encoding="utf-8") as f:
+            est = json.load(f)["records"]
+        check({x["status"] for x in est} <= {"estimated", "skipped"}, f"--estimates-only: statuses {[x['status'] for x in est]}")
+        check(all(x["estimated_ms"] > 0 for x in est if x["status"] == "estimated"), "--estimates-only: an estimate <= 0")
+        check(all(not x["samples_ms"] for x in est), "--estimates-only: samples recorded")
+        for name in HOSTILE:
+            for d in DIRECTIONS:
+                picks = [x["algorithm"] for x in est if x["layer"] == name and x["direction"] == d and x["default_choice"]]
+                timed = [x["algorithm"] for x in records if x["layer"] == name and x["direction"] == d and x["default_choice"]]
+                check(len(picks) == 1 and picks == timed, f"--estimates-only: {name} {d} defaults {picks}, timed run {timed}")
 
     # Bad output paths and anchor files are usage errors (exit 2) naming the option.
     def usage_error(extra, words):
