@@ -1,8 +1,8 @@
 // "cpu.corrmm": im2col + GEMM (Theano's CorrMM and Corr3dMM in one N-d code path).
 //
 // float32 (FusedRunner) never materialises the column matrix (its workspace holds only a
-// strided 1x1 filter's subsampled x for grad weights, Plan::subsample, or the product of a
-// 1x1 filter on small planes over all images, Plan::batched): the GEMM packs its B panels
+// strided 1x1 filter's subsampled x, Plan::subsample, and the product of a 1x1 filter on
+// small planes over all images, Plan::batched): the GEMM packs its B panels
 // straight from the image (im2col_pack; sgemm.hpp PanelSource), grad weights is one
 // batch-reduce GEMM over all images (the GEMM splits its long depth among the threads
 // when dW is small), and grad inputs scatters each small column tile (col2im) while it
@@ -63,12 +63,16 @@ struct Plan {
   /// the GEMM reads it as the pointwise one does. Through the column source the GEMM's
   /// packer transposed a gathered copy of it per tile: res_down_1x1 (8x256x28x28 -> 512,
   /// stride 2), 2 threads, Zen 4, 2.8 ms, against 2.1 for the same GEMM at stride 1.
+  /// The forward of such a layer subsamples x likewise where it runs batched (below).
   bool subsample = false;
   /// float32 forward and grad inputs of a pointwise filter on planes of fewer than
-  /// kBatchedPositions positions (ResNet's 7x7 stage): one GEMM per group whose columns are
-  /// every image's positions side by side, packed from the planes, its product copied to
-  /// them tile by tile from the workspace. One GEMM per image is a few column slivers wide,
-  /// the last mostly padding (see kBatchedPositions).
+  /// kBatchedPositions positions (ResNet's 7x7 stage), and the forward of a strided 1x1
+  /// one onto such planes (ResNet-50's last projection, 14x14 -> 7x7) over its subsampled
+  /// x: one GEMM per group whose columns are every image's positions side by side, packed
+  /// from the planes, its product copied to them tile by tile from the workspace (after
+  /// the subsampled x). One GEMM per image is a few column slivers wide, the last mostly
+  /// padding (see kBatchedPositions): 8x1024x14x14 -> 2048 at stride 2 ran 49 = 32 + 16 + 1
+  /// columns an image, the last one on the thin kernel.
   bool batched = false;
   i64 rows = 0;          ///< column-matrix rows of all groups: C * KS
   i64 seg_len = 0;       ///< output positions per segment (the last one of an image may be shorter)
@@ -96,19 +100,23 @@ Plan make_plan(const ConvProblem& p) {
   pl.rows = g.C * g.ker_numel;
   const i64 P = g.out_numel;
   if (p.dtype == DType::float32) {  // no column buffer (FusedRunner), at most the subsampled x
-    bool inside = g.ker_numel == 1 && p.direction == ConvDirection::grad_weights && !pl.pointwise;
+    bool inside = g.ker_numel == 1 && !pl.pointwise;
     for (std::size_t a = 0; a < 3; ++a) inside = inside && g.pad[a] == 0 && (g.out[a] - 1) * g.stride[a] < g.in[a];
+    const bool small = g.N > 1 && P < kBatchedPositions;
     i64 bytes = 0;
-    if (inside && detail::try_mul(g.N * g.C, P * 4, bytes) &&
-        static_cast<std::size_t>(bytes) <= p.workspace_limit) {
+    if (inside && (p.direction == ConvDirection::grad_weights || (p.direction == ConvDirection::forward && small)) &&
+        detail::try_mul(g.N * g.C, P * 4, bytes) && static_cast<std::size_t>(bytes) <= p.workspace_limit) {
       pl.subsample = true;
       pl.workspace = static_cast<std::size_t>(bytes);
     }
     const i64 product_rows = p.direction == ConvDirection::forward ? g.Kg : g.Cg;
-    if (pl.pointwise && p.direction != ConvDirection::grad_weights && g.N > 1 && P < kBatchedPositions &&
-        detail::try_mul(product_rows, g.N * P * 4, bytes) && static_cast<std::size_t>(bytes) <= p.workspace_limit) {
+    if ((pl.pointwise || pl.subsample) && p.direction != ConvDirection::grad_weights && small &&
+        detail::try_mul(product_rows, g.N * P * 4, bytes) && pl.workspace + static_cast<std::size_t>(bytes) <= p.workspace_limit) {
       pl.batched = true;
-      pl.workspace = static_cast<std::size_t>(bytes);
+      pl.workspace += static_cast<std::size_t>(bytes);
+    } else if (p.direction == ConvDirection::forward) {  // a subsampled x serves only the batched GEMM
+      pl.subsample = false;
+      pl.workspace = 0;
     }
     return pl;
   }
@@ -317,14 +325,7 @@ class FusedRunner {
       std::fill(w_, w_ + g_.G * dw, 0.0f);
       return;
     }
-    const float* x = x_;
-    if (pl_.subsample) {  // x[n][c][out * stride] into the workspace: a 1x1 filter's im2col, a plane per task
-      auto* xs = static_cast<float*>(ctx_.workspace);
-      parallel_over(ctx_, g_.N * g_.C, [&](i64 b, i64 e) {
-        for (i64 plane = b; plane < e; ++plane) im2col(g_, x_ + plane * g_.in_numel, 1, 0, P_, xs + plane * P_);
-      });
-      x = xs;
-    }
+    const float* x = pl_.subsample ? subsample_x() : x_;
     const bool plain = pl_.pointwise || pl_.subsample;  // B is x's planes as stored
     const i64 plane = plain ? P_ : g_.in_numel;
     each(g_.G, 2, [&](i64 grp, ThreadPool* pool) {
@@ -373,6 +374,16 @@ class FusedRunner {
   }
 
  private:
+  /// x[n][c][out * stride] into the workspace's start (Plan::subsample): a 1x1 filter's
+  /// im2col, a plane per task.
+  float* subsample_x() const {
+    auto* xs = static_cast<float*>(ctx_.workspace);
+    parallel_over(ctx_, g_.N * g_.C, [&](i64 b, i64 e) {
+      for (i64 plane = b; plane < e; ++plane) im2col(g_, x_ + plane * g_.in_numel, 1, 0, P_, xs + plane * P_);
+    });
+    return xs;
+  }
+
   /// Channels c0..c0+nc of group grp of image n: dX = 0, then tile after tile of S
   /// positions, columns = W^T * dY into the thread's buffer, scattered right away.
   void grad_inputs_block(i64 n, i64 grp, i64 c0, i64 nc, i64 S) {
@@ -443,9 +454,11 @@ class FusedRunner {
   void pointwise_batched(ConvDirection dir) {
     const bool fwd = dir == ConvDirection::forward;
     const i64 NP = g_.N * P_, M = fwd ? g_.Kg : g_.Cg, depth = fwd ? g_.Cg : g_.Kg;
-    auto* product = static_cast<float*>(ctx_.workspace);
+    float* xs = x_;  // x's planes of P_ positions: as stored, or subsampled (a strided 1x1 forward)
+    if (pl_.subsample) xs = subsample_x();
+    auto* product = static_cast<float*>(ctx_.workspace) + (pl_.subsample ? g_.N * g_.C * P_ : 0);
     for (i64 grp = 0; grp < g_.G; ++grp) {
-      const Planes x{x_ + grp * g_.Cg * P_, g_.C * P_, P_}, y{y_ + grp * g_.Kg * P_, g_.K * P_, P_};
+      const Planes x{xs + grp * g_.Cg * P_, g_.C * P_, P_}, y{y_ + grp * g_.Kg * P_, g_.K * P_, P_};
       const Planes& in = fwd ? x : y;
       const PanelSource ps{&Planes::pack, &in};
       const BatchedTile tile{this, fwd ? &y : &x, product, NP, grp * M, fwd && !epilogue_.empty()};
