@@ -66,11 +66,12 @@ struct Plan {
   /// The forward of such a layer subsamples x likewise where it runs batched (below).
   bool subsample = false;
   /// float32 forward and grad inputs of a pointwise filter on planes of fewer than
-  /// kBatchedPositions positions (ResNet's 7x7 stage), and the forward of a strided 1x1
-  /// one onto such planes (ResNet-50's last projection, 14x14 -> 7x7) over its subsampled
-  /// x: one GEMM per group whose columns are every image's positions side by side, packed
-  /// from the planes, its product copied to them tile by tile from the workspace (after
-  /// the subsampled x). One GEMM per image is a few column slivers wide, the last mostly
+  /// kBatchedPositions positions (ResNet's 7x7 stage), and of a strided 1x1 one onto or
+  /// from such planes (ResNet-50's last projection, 14x14 -> 7x7; forward over its
+  /// subsampled x, grad inputs scattering to the stride's positions of a zeroed dx): one
+  /// GEMM per group whose columns are every image's positions side by side, packed from
+  /// the planes, its product copied to them tile by tile from the workspace (after the
+  /// subsampled x). One GEMM per image is a few column slivers wide, the last mostly
   /// padding (see kBatchedPositions): 8x1024x14x14 -> 2048 at stride 2 ran 49 = 32 + 16 + 1
   /// columns an image, the last one on the thin kernel.
   bool batched = false;
@@ -110,7 +111,10 @@ Plan make_plan(const ConvProblem& p) {
       pl.workspace = static_cast<std::size_t>(bytes);
     }
     const i64 product_rows = p.direction == ConvDirection::forward ? g.Kg : g.Cg;
-    if ((pl.pointwise || pl.subsample) && p.direction != ConvDirection::grad_weights && small &&
+    // The batched GEMM's operand as planes of P positions: as stored, or the strided x
+    // subsampled (forward); strided grad inputs scatter its product to the stride's positions.
+    const bool planes = pl.pointwise || pl.subsample || (inside && p.direction == ConvDirection::grad_inputs);
+    if (planes && p.direction != ConvDirection::grad_weights && small &&
         detail::try_mul(product_rows, g.N * P * 4, bytes) && pl.workspace + static_cast<std::size_t>(bytes) <= p.workspace_limit) {
       pl.batched = true;
       pl.workspace += static_cast<std::size_t>(bytes);
@@ -404,6 +408,9 @@ class FusedRunner {
     float* base;  ///< the group's first plane in image 0
     i64 image;    ///< floats from one image's planes to the next's
     i64 P;
+    i64 plane = 0;            ///< floats from one channel's plane to the next's (0: P)
+    const i64* at = nullptr;  ///< where each position lies in its plane (null: position p at p)
+    i64 row(i64 channel) const { return channel * (plane != 0 ? plane : P); }
     /// fn(image, position, column, length) for each run of columns [j0, j1) in one image.
     template <class Fn>
     void runs(i64 j0, i64 j1, Fn&& fn) const {
@@ -420,8 +427,8 @@ class FusedRunner {
         float* d = dst + q * kc * nr;
         const i64 c0 = j0 + q * nr, cn = std::min<i64>(nr, n - q * nr);
         s.runs(c0, c0 + cn, [&](i64 img, i64 pos, i64 j, i64 len) {
-          const float* src = s.base + img * s.image + k0 * s.P + pos;
-          for (i64 k = 0; k < kc; ++k) std::copy(src + k * s.P, src + k * s.P + len, d + k * nr + (j - c0));
+          const float* src = s.base + img * s.image + s.row(k0) + pos;
+          for (i64 k = 0; k < kc; ++k) std::copy(src + s.row(k), src + s.row(k) + len, d + k * nr + (j - c0));
         });
         if (cn < nr)
           for (i64 k = 0; k < kc; ++k) std::fill(d + k * nr + cn, d + (k + 1) * nr, 0.0f);
@@ -440,8 +447,14 @@ class FusedRunner {
       const auto& t = *static_cast<const BatchedTile*>(ctx);
       t.out->runs(j0, j1, [&](i64 img, i64 pos, i64 j, i64 len) {
         for (i64 i = i0; i < i1; ++i) {
-          float* dst = t.out->base + img * t.out->image + i * t.out->P + pos;
-          std::copy(t.product + i * t.ld + j, t.product + i * t.ld + j + len, dst);
+          float* dst = t.out->base + img * t.out->image + t.out->row(i);
+          const float* from = t.product + i * t.ld + j;
+          if (t.out->at != nullptr) {  // strided grad inputs (no epilogue)
+            for (i64 q = 0; q < len; ++q) dst[t.out->at[pos + q]] = from[q];
+            continue;
+          }
+          dst += pos;
+          std::copy(from, from + len, dst);
           if (t.epilogue)
             CONVGRAPH_ISA_CALL(conv_epilogue, t.r->epilogue_, DType::float32, dst, dst - t.r->y_, t.channel0 + i, len);
         }
@@ -456,9 +469,23 @@ class FusedRunner {
     const i64 NP = g_.N * P_, M = fwd ? g_.Kg : g_.Cg, depth = fwd ? g_.Cg : g_.Kg;
     float* xs = x_;  // x's planes of P_ positions: as stored, or subsampled (a strided 1x1 forward)
     if (pl_.subsample) xs = subsample_x();
+    // Strided grad inputs: dx zeroed, the product's positions stored at the stride's.
+    const bool scatter = !fwd && !pl_.pointwise;
+    const i64 x_plane = scatter ? g_.in_numel : P_;
+    std::vector<i64> at;
+    if (scatter) {
+      for (i64 pos = 0; pos < P_; ++pos) {
+        const i64 o2 = pos % g_.out[2], o1 = pos / g_.out[2] % g_.out[1], o0 = pos / g_.out[2] / g_.out[1];
+        at.push_back((o0 * g_.stride[0] * g_.in[1] + o1 * g_.stride[1]) * g_.in[2] + o2 * g_.stride[2]);
+      }
+      parallel_over(ctx_, g_.N * g_.C, [&](i64 b, i64 e) {
+        std::fill(x_ + b * g_.in_numel, x_ + e * g_.in_numel, 0.0f);
+      });
+    }
     auto* product = static_cast<float*>(ctx_.workspace) + (pl_.subsample ? g_.N * g_.C * P_ : 0);
     for (i64 grp = 0; grp < g_.G; ++grp) {
-      const Planes x{xs + grp * g_.Cg * P_, g_.C * P_, P_}, y{y_ + grp * g_.Kg * P_, g_.K * P_, P_};
+      const Planes x{xs + grp * g_.Cg * x_plane, g_.C * x_plane, P_, x_plane, scatter ? at.data() : nullptr};
+      const Planes y{y_ + grp * g_.Kg * P_, g_.K * P_, P_};
       const Planes& in = fwd ? x : y;
       const PanelSource ps{&Planes::pack, &in};
       const BatchedTile tile{this, fwd ? &y : &x, product, NP, grp * M, fwd && !epilogue_.empty()};

@@ -227,13 +227,15 @@ TEST_CASE("corrmm fused: strided 1x1 grad weights on subsampled x, or through th
     }
 }
 
-TEST_CASE("corrmm fused: a strided 1x1 forward onto small planes runs batched over its subsampled x",
+TEST_CASE("corrmm fused: a strided 1x1 filter onto small planes runs one GEMM over all images",
           "[backends][conv][cpu][corrmm]") {
-  // Output planes below 128 positions (ResNet-50's last projection: 14x14 -> 7x7): x is
-  // subsampled into the workspace, then one GEMM per group spans every image's positions
-  // (Plan::batched). A limit that holds the subsampled x but not the product, or none,
-  // runs one GEMM per image through the column source. All match the reference, integers
-  // exactly, with the same bits on any pool; the epilogue lands on every copied run.
+  // Output planes below 128 positions (ResNet-50's last projection: 14x14 -> 7x7), one
+  // GEMM per group over every image's positions (Plan::batched): forward over x
+  // subsampled into the workspace, grad inputs scattering its product to the stride's
+  // positions of a zeroed dx. A limit below the workspace (forward: one that holds the
+  // subsampled x but not the product), or none, runs one GEMM per image. All match the
+  // reference, integers exactly, with the same bits on any pool; the forward epilogue
+  // lands on every copied run.
   const auto corrmm = make_cpu_corrmm_algorithm();
   const std::vector<ConvCase> cases = {
       make_conv_case("14x13 -> 7x7 s2", {3, 20, 14, 13}, {24, 20, 1, 1}, "valid", {2, 2}),
@@ -241,19 +243,22 @@ TEST_CASE("corrmm fused: a strided 1x1 forward onto small planes runs batched ov
       make_conv_case("1-D s4", {5, 9, 30}, {20, 9, 1}, "valid", {4}),
       make_conv_case("3-D s(2,1,3)", {2, 5, 5, 4, 10}, {7, 5, 1, 1, 1}, "valid", {2, 1, 3}),
   };
-  for (const ConvCase& c : cases) {
-    const ConvProblem full = c.problem(ConvDirection::forward, DType::float32);
-    const std::size_t xs = 4 * static_cast<std::size_t>(full.N * full.C * full.out_numel());
-    const std::size_t product = 4 * static_cast<std::size_t>(full.Kg() * full.N * full.out_numel());
-    for (std::size_t limit : {std::numeric_limits<std::size_t>::max(), xs + product - 1, std::size_t{0}}) {
-      ConvProblem p = full;
-      p.workspace_limit = limit;
-      INFO(c.name << " " << p.key() << " workspace limit " << limit);
-      REQUIRE(corrmm->applicable(p));
-      CHECK(corrmm->workspace_bytes(p) == (limit >= xs + product ? xs + product : 0));
-      check_reference_on_any_pool(*corrmm, c, p, 57);
+  for (const ConvCase& c : cases)
+    for (ConvDirection dir : {ConvDirection::forward, ConvDirection::grad_inputs}) {
+      const ConvProblem full = c.problem(dir, DType::float32);
+      const bool fwd = dir == ConvDirection::forward;
+      const auto P = static_cast<std::size_t>(full.N * full.out_numel());
+      const std::size_t xs = fwd ? 4 * P * static_cast<std::size_t>(full.C) : 0;
+      const std::size_t product = 4 * P * static_cast<std::size_t>(fwd ? full.Kg() : full.Cg());
+      for (std::size_t limit : {std::numeric_limits<std::size_t>::max(), xs + product - 1, std::size_t{0}}) {
+        ConvProblem p = full;
+        p.workspace_limit = limit;
+        INFO(c.name << " " << p.key() << " workspace limit " << limit);
+        REQUIRE(corrmm->applicable(p));
+        CHECK(corrmm->workspace_bytes(p) == (limit >= xs + product ? xs + product : 0));
+        check_reference_on_any_pool(*corrmm, c, p, 57);
+      }
     }
-  }
   REQUIRE(corrmm->workspace_bytes(cases[0].problem(ConvDirection::forward, DType::float32)) > 0);
   ThreadPool pool(2);
   for (ThreadPool* pp : {&pool, static_cast<ThreadPool*>(nullptr)})
