@@ -604,7 +604,9 @@ class CorrMMAlgorithm final : public ConvAlgorithm {
     const double eff = p.direction == ConvDirection::forward       ? gemm_efficiency(p.Kg(), cols, rows)
                        : p.direction == ConvDirection::grad_inputs ? gemm_efficiency(rows, cols, p.Kg())
                                                                    : gemm_efficiency(p.Kg(), rows, wgrad_depth);
-    const double elements = pl.pointwise || pl.subsample
+    // Column elements im2col packs or col2im adds: none where the GEMM reads planes as
+    // stored or subsampled, or a batched product is copied out (charged below).
+    const double elements = pl.pointwise || pl.subsample || pl.batched
                                 ? 0.0
                                 : static_cast<double>(rows * p.G) * static_cast<double>(cols * p.N);
     const bool f64 = computes_in_float64(p);
