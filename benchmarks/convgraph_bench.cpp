@@ -262,10 +262,10 @@ std::vector<std::string> declined_lines(const std::vector<Record>& layer_records
   return out;
 }
 
-Record make_record(const Workload& wl, const ErrorCheck& check, const Candidate& c) {
-  const ConvProblem& p = wl.problem;
+/// A candidate's record before anything runs: its layer, problem, estimate and verdicts.
+Record candidate_record(const std::string& layer, const ConvProblem& p, const Candidate& c) {
   Record r;
-  r.layer = wl.layer.name;
+  r.layer = layer;
   r.direction = std::string(direction_name(p.direction));
   r.algorithm = c.algorithm->name();
   r.eligible = c.eligible;
@@ -276,6 +276,11 @@ Record make_record(const Workload& wl, const ErrorCheck& check, const Candidate&
   r.flops = p.flops();
   r.operand_bytes = 4.0 * double(p.x_numel() + p.w_numel() + p.y_numel());
   r.problem = p.key();
+  return r;
+}
+
+Record make_record(const Workload& wl, const ErrorCheck& check, const Candidate& c) {
+  Record r = candidate_record(wl.layer.name, wl.problem, c);
   r.check = check.description;
   r.check_fraction = check.fraction;
   return r;
@@ -288,17 +293,7 @@ void estimate_one(const Layer& layer, ConvDirection dir, const Mode& mode, bool 
   std::cout << "\n== " << layer.name << "  " << direction_name(dir) << "  " << layer.describe() << "  "
             << fmt("%.3f", p.flops() * 1e-9) << " GFLOP\n   algorithm          estimated ms  note\n";
   for (const Candidate& c : list_candidates(layer, p, mode, all_algos)) {
-    Record r;
-    r.layer = layer.name;
-    r.direction = std::string(direction_name(dir));
-    r.algorithm = c.algorithm->name();
-    r.eligible = c.eligible;
-    r.default_choice = c.default_choice;
-    r.estimated_ms = c.estimated_ms;
-    r.reason = c.reason;
-    r.workspace_bytes = c.workspace;
-    r.flops = p.flops();
-    r.problem = p.key();
+    Record r = candidate_record(layer.name, p, c);
     r.status = c.timed ? "estimated" : "skipped";
     char line[256];
     std::snprintf(line, sizeof line, "   %-18s %12.3f  %s\n", r.algorithm.c_str(), r.estimated_ms,
