@@ -71,16 +71,6 @@ inline vnat loadn_masked(const float* p, vnati m) {
   return v;
 #endif
 }
-/// Stores the first n (0 to kVL) lanes of v; the floats past them are not touched.
-inline void storen_first(float* p, vnat v, int n) {
-#if CONVGRAPH_ISA_AVX512
-  _mm512_mask_storeu_ps(p, lane_range(0, n), reinterpret_cast<__m512>(v));
-#elif CONVGRAPH_ISA_AVX2
-  _mm256_maskstore_ps(p, lane_range(0, n), reinterpret_cast<__m256>(v));
-#else
-  std::memcpy(p, &v, static_cast<std::size_t>(n) * sizeof(float));
-#endif
-}
 /// Stores lanes [lo, hi) of v (clamped to the vector) at p + lane; the floats outside them
 /// are not touched (nor need they exist).
 inline void storen_part(float* p, vnat v, std::int64_t lo, std::int64_t hi) {
@@ -94,6 +84,8 @@ inline void storen_part(float* p, vnat v, std::int64_t lo, std::int64_t hi) {
   for (std::int64_t i = lo; i < hi; ++i) p[i] = v[i];
 #endif
 }
+/// Stores the first n (0 to kVL) lanes of v; the floats past them are not touched.
+inline void storen_first(float* p, vnat v, int n) { storen_part(p, v, 0, n); }
 /// Whether p is aligned for the level's vector stores (stream_storen needs it).
 inline bool vector_aligned(const float* p) { return reinterpret_cast<std::uintptr_t>(p) % sizeof(vnat) == 0; }
 /// A non-temporal store of one vector to a vector-aligned p, bypassing the

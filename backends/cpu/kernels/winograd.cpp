@@ -248,10 +248,9 @@ inline void g3(const V v[3], V o[6]) {
 }
 
 /// kVL floats at base + offset[i] (i < kVL) where valid[i] is -1, zeros where it is 0: one
-/// gather instruction per call at the AVX-512 level (kHasGather), used where
-/// cpu_gathers_fast() (not under Intel's Gather Data Sampling microcode). Not at AVX2:
-/// qemu-user 7.2, the portability test's Haswell, crashes on ymm gathers, and no AVX2-only
-/// machine has timed them.
+/// gather instruction per call at the AVX-512 level (kHasGather). Not at AVX2: qemu-user
+/// 7.2, the portability test's Haswell, crashes on ymm gathers, and no AVX2-only machine
+/// has timed them.
 #if CONVGRAPH_ISA_AVX512
 constexpr bool kHasGather = true;
 struct GatherLanes {
@@ -278,6 +277,9 @@ struct GatherLanes {
   vnat load(const float*, unsigned) const { return vnat{}; }
 };
 #endif
+/// Whether the kernels gather: a level with gathers, on a CPU where they run at full speed
+/// (not under Intel's Gather Data Sampling microcode: cpu_gathers_fast()).
+inline bool use_gathers() { return kHasGather && cpu_gathers_fast(); }
 
 /// Narrow images (tw <= kVL / 2) at a level with gathers: n tile rows side by side, lane
 /// k * tw + q holding tile q of the k-th row, whose A x C taps (from the tile's origin
@@ -355,7 +357,7 @@ void transform_filter_block(const ConvProblem& p, const Job& j, const FilterView
   // (offset, valid: int32 offsets, so the view must span less than 2^31 floats), else
   // copied into g first, one scalar load and store each (the gathers took resnet_3x3_7's
   // grad inputs from 4.8 to 4.65 ms, Intel Xeon, 2 threads).
-  const bool gather = kHasGather && cpu_gathers_fast() && p.Kg() * f.row <= i64{INT32_MAX};
+  const bool gather = use_gathers() && p.Kg() * f.row <= i64{INT32_MAX};
   alignas(64) float g[9][kLanes];
   alignas(64) std::int32_t offset[kLanes], valid[kLanes];
   // The next chunk's filters are asked for while this one is transformed (unless they are
@@ -768,7 +770,7 @@ void run_winograd(const ConvProblem& p, const ConvTensors& t, const ConvContext&
   // Gathered taps (GatheredRows): where every tile row's source plane is real (2-D, or one
   // depth tap that never lands in the depth padding: a padding plane has no pointer to
   // gather from), with offsets within int32.
-  bool gathered = kHasGather && cpu_gathers_fast() && side > 1 && j.kd == 1 && j.N * j.G * j.Ci * j.Ds * j.H * j.W <= i64{INT32_MAX};
+  bool gathered = use_gathers() && side > 1 && j.kd == 1 && j.N * j.G * j.Ci * j.Ds * j.H * j.W <= i64{INT32_MAX};
   for (i64 m = 0; gathered && m < j.Dd; ++m) gathered = j.src_plane(src, m, 0, 0) != nullptr;
   auto transform_inputs = [&](LineCache& cache, i64 gr, i64 blk, i64 c0, i64 c1, float* V) {
     const i64 r0 = blk * j.R, r1 = std::min(j.rows, r0 + j.R);
@@ -1214,7 +1216,7 @@ void transform_chunk(const Job& j, const GwPlan& g, const float* x, const float*
   // Narrow images at a level with gathers: dy's taps gathered (GatheredRows), each group's
   // lanes set up once for all channels.
   std::vector<GatheredRows<4, 4>> gathered;
-  if (kHasGather && cpu_gathers_fast() && g.group > 1 && j.N * j.G * j.Co * j.Dd * j.OH * j.OW <= i64{INT32_MAX}) {
+  if (use_gathers() && g.group > 1 && j.N * j.G * j.Co * j.Dd * j.OH * j.OW <= i64{INT32_MAX}) {
     for (i64 r = r0; r < r1; r += g.group) {
       const float* first = j.dst_plane(dy, r / j.th, 0, 0);
       gathered.emplace_back(
