@@ -73,7 +73,9 @@ struct Plan {
   /// the planes, its product copied to them tile by tile from the workspace (after the
   /// subsampled x). One GEMM per image is a few column slivers wide, the last mostly
   /// padding (see kBatchedPositions): 8x1024x14x14 -> 2048 at stride 2 ran 49 = 32 + 16 + 1
-  /// columns an image, the last one on the thin kernel.
+  /// columns an image, the last one on the thin kernel. Grad inputs of patches (a kernel no
+  /// wider than its stride, no padding: ViT's 16x16 at stride 16) batch on planes of any
+  /// size, their product stored at the taps' places in dx.
   bool batched = false;
   i64 rows = 0;          ///< column-matrix rows of all groups: C * KS
   i64 seg_len = 0;       ///< output positions per segment (the last one of an image may be shorter)
@@ -92,6 +94,21 @@ struct Plan {
   i64 col_offset(i64 slot, i64 grp) const { return (slot * rows + grp * g.Cg * g.ker_numel) * seg_len; }
 };
 
+/// Whether grad inputs of patches (rows = Cg x taps, P positions an image, depth Kg) runs
+/// one GEMM over all images. One GEMM per image packs W^T again for each and, on few
+/// positions, runs a thin last sliver: ViT's 16x16 at stride 16 (8x3x224x224 -> 768, 196
+/// positions), Zen 5, 2 threads, 6.2 -> 5.5 ms; at 448x448 (784 positions) 6.1 -> 5.4.
+/// The batched product is written and read once more, which gains nothing where the depth
+/// is small: ConvNeXt's 4x4 stem and 2x2 downsampling, and 2x2 patches from 64 channels,
+/// timed even within the noise. Batch where the GEMM's time saved (gemm_efficiency) exceeds
+/// the product's 8 bytes an element at kFlopsPerByte (the product mostly stays in the L3).
+bool patches_batch(i64 rows, i64 P, i64 N, i64 Kg) {
+  constexpr double kFlopsPerByte = 4;
+  const double saved = 2.0 * static_cast<double>(Kg) *
+                       (1 / gemm_efficiency(rows, P, Kg) - 1 / gemm_efficiency(rows, N * P, Kg));
+  return saved > 8 * kFlopsPerByte;
+}
+
 Plan make_plan(const ConvProblem& p) {
   Plan pl;
   pl.g = ConvGeometry(p);
@@ -101,8 +118,12 @@ Plan make_plan(const ConvProblem& p) {
   pl.rows = g.C * g.ker_numel;
   const i64 P = g.out_numel;
   if (p.dtype == DType::float32) {  // no column buffer (FusedRunner), at most the subsampled x
-    bool inside = g.ker_numel == 1 && !pl.pointwise;
-    for (std::size_t a = 0; a < 3; ++a) inside = inside && g.pad[a] == 0 && (g.out[a] - 1) * g.stride[a] < g.in[a];
+    // Disjoint taps (no padding, each axis a 1-tap kernel or one no wider than its stride):
+    // every input element feeds at most one column entry, so col2im is a plain scatter.
+    bool disjoint = !pl.pointwise;
+    for (std::size_t a = 0; a < 3; ++a)
+      disjoint = disjoint && g.pad[a] == 0 && (g.ker[a] == 1 || (g.dil[a] == 1 && g.ker[a] <= g.stride[a]));
+    const bool inside = disjoint && g.ker_numel == 1;  // a strided 1x1 filter
     const bool small = g.N > 1 && P < kBatchedPositions;
     i64 bytes = 0;
     if (inside && (p.direction == ConvDirection::grad_weights || (p.direction == ConvDirection::forward && small)) &&
@@ -110,11 +131,15 @@ Plan make_plan(const ConvProblem& p) {
       pl.subsample = true;
       pl.workspace = static_cast<std::size_t>(bytes);
     }
-    const i64 product_rows = p.direction == ConvDirection::forward ? g.Kg : g.Cg;
+    const i64 product_rows = p.direction == ConvDirection::forward ? g.Kg : g.Cg * g.ker_numel;
     // The batched GEMM's operand as planes of P positions: as stored, or the strided x
-    // subsampled (forward); strided grad inputs scatter its product to the stride's positions.
-    const bool planes = pl.pointwise || pl.subsample || (inside && p.direction == ConvDirection::grad_inputs);
-    if (planes && p.direction != ConvDirection::grad_weights && small &&
+    // subsampled (forward); grad inputs of disjoint taps scatter its product to the taps'
+    // positions. Patches (a kernel wider than one tap) batch on larger planes too where
+    // the GEMM gains more than the product's trip through memory costs (patches_batch).
+    const bool planes = pl.pointwise || pl.subsample || (disjoint && p.direction == ConvDirection::grad_inputs);
+    const bool patches = disjoint && g.ker_numel > 1 && p.direction == ConvDirection::grad_inputs &&
+                         patches_batch(pl.rows / g.G, P, g.N, g.Kg);
+    if (planes && p.direction != ConvDirection::grad_weights && (small || patches) &&
         detail::try_mul(product_rows, g.N * P * 4, bytes) && pl.workspace + static_cast<std::size_t>(bytes) <= p.workspace_limit) {
       pl.batched = true;
       pl.workspace += static_cast<std::size_t>(bytes);
@@ -305,7 +330,7 @@ class FusedRunner {
 
   // Y_g(n) = W_g * im2col(x_g(n)), one GEMM per image and group, the epilogue per C tile.
   void forward() {
-    if (pl_.batched) return pointwise_batched(ConvDirection::forward);
+    if (pl_.batched) return batched(ConvDirection::forward);
     each(g_.N * g_.G, 2, [&](i64 i, ThreadPool* pool) {
       const i64 n = i / g_.G, grp = i % g_.G;
       const Source src{&g_, image(n, grp), 0};
@@ -350,7 +375,7 @@ class FusedRunner {
   // of one image, so no two tasks add into the same plane.
   void grad_inputs() {
     if (g_.N == 0) return;
-    if (pl_.batched) return pointwise_batched(ConvDirection::grad_inputs);
+    if (pl_.batched) return batched(ConvDirection::grad_inputs);
     if (pl_.pointwise) {  // dX_g = W_g^T * dY_g: the GEMM writes dX directly
       each(g_.N * g_.G, 2, [&](i64 i, ThreadPool* pool) {
         const i64 n = i / g_.G, grp = i % g_.G;
@@ -403,14 +428,16 @@ class FusedRunner {
   }
 
   /// A group's planes in every image as one matrix (Plan::batched): row k is channel k of
-  /// the group, column j position j % P of image j / P.
+  /// the group (or column-matrix row k, a channel's tap, where taps_at is set), column j
+  /// position j % P of image j / P.
   struct Planes {
     float* base;  ///< the group's first plane in image 0
     i64 image;    ///< floats from one image's planes to the next's
     i64 P;
     i64 plane = 0;            ///< floats from one channel's plane to the next's (0: P)
-    const i64* at = nullptr;  ///< where each position lies in its plane (null: position p at p)
-    i64 row(i64 channel) const { return channel * (plane != 0 ? plane : P); }
+    const i64* at = nullptr;  ///< where each position's first tap lies in its plane (null: position p at p)
+    const i64* taps_at = nullptr;  ///< where row k lies from its image's first plane (null: k * plane)
+    i64 row(i64 k) const { return taps_at != nullptr ? taps_at[k] : k * (plane != 0 ? plane : P); }
     /// fn(image, position, column, length) for each run of columns [j0, j1) in one image.
     template <class Fn>
     void runs(i64 j0, i64 j1, Fn&& fn) const {
@@ -427,8 +454,8 @@ class FusedRunner {
         float* d = dst + q * kc * nr;
         const i64 c0 = j0 + q * nr, cn = std::min<i64>(nr, n - q * nr);
         s.runs(c0, c0 + cn, [&](i64 img, i64 pos, i64 j, i64 len) {
-          const float* src = s.base + img * s.image + s.row(k0) + pos;
-          for (i64 k = 0; k < kc; ++k) std::copy(src + s.row(k), src + s.row(k) + len, d + k * nr + (j - c0));
+          const float* src = s.base + img * s.image + pos;
+          for (i64 k = 0; k < kc; ++k) std::copy(src + s.row(k0 + k), src + s.row(k0 + k) + len, d + k * nr + (j - c0));
         });
         if (cn < nr)
           for (i64 k = 0; k < kc; ++k) std::fill(d + k * nr + cn, d + (k + 1) * nr, 0.0f);
@@ -449,7 +476,7 @@ class FusedRunner {
         for (i64 i = i0; i < i1; ++i) {
           float* dst = t.out->base + img * t.out->image + t.out->row(i);
           const float* from = t.product + i * t.ld + j;
-          if (t.out->at != nullptr) {  // strided grad inputs (no epilogue)
+          if (t.out->at != nullptr) {  // grad inputs of disjoint taps (no epilogue)
             for (i64 q = 0; q < len; ++q) dst[t.out->at[pos + q]] = from[q];
             continue;
           }
@@ -463,28 +490,37 @@ class FusedRunner {
   };
 
   /// Plan::batched, per group one GEMM over every image's positions into the workspace:
-  /// forward Y_g = W_g * X_g, grad inputs dX_g = W_g^T * dY_g.
-  void pointwise_batched(ConvDirection dir) {
+  /// forward Y_g = W_g * X_g, grad inputs col_g = W_g^T * dY_g stored at its taps' places.
+  void batched(ConvDirection dir) {
     const bool fwd = dir == ConvDirection::forward;
-    const i64 NP = g_.N * P_, M = fwd ? g_.Kg : g_.Cg, depth = fwd ? g_.Cg : g_.Kg;
+    const i64 NP = g_.N * P_, M = fwd ? g_.Kg : rows_, depth = fwd ? g_.Cg : g_.Kg;
     float* xs = x_;  // x's planes of P_ positions: as stored, or subsampled (a strided 1x1 forward)
     if (pl_.subsample) xs = subsample_x();
-    // Strided grad inputs: dx zeroed, the product's positions stored at the stride's.
+    // Grad inputs of disjoint taps: each product entry stored at its tap's input position,
+    // dx zeroed first where the taps leave some of it unread.
     const bool scatter = !fwd && !pl_.pointwise;
     const i64 x_plane = scatter ? g_.in_numel : P_;
-    std::vector<i64> at;
+    std::vector<i64> at, taps_at;
     if (scatter) {
       for (i64 pos = 0; pos < P_; ++pos) {
         const i64 o2 = pos % g_.out[2], o1 = pos / g_.out[2] % g_.out[1], o0 = pos / g_.out[2] / g_.out[1];
         at.push_back((o0 * g_.stride[0] * g_.in[1] + o1 * g_.stride[1]) * g_.in[2] + o2 * g_.stride[2]);
       }
-      parallel_over(ctx_, g_.N * g_.C, [&](i64 b, i64 e) {
-        std::fill(x_ + b * g_.in_numel, x_ + e * g_.in_numel, 0.0f);
-      });
+      for (i64 r = 0; r < rows_; ++r) {  // row (channel, stored tap) -> the unflipped tap's offset
+        const i64 w2 = r % g_.ker[2], w1 = r / g_.ker[2] % g_.ker[1], w0 = r / g_.ker[2] / g_.ker[1] % g_.ker[0];
+        taps_at.push_back(r / KS_ * g_.in_numel + (g_.wtap(0, w0) * g_.in[1] + g_.wtap(1, w1)) * g_.in[2] + g_.wtap(2, w2));
+      }
+      bool covered = true;
+      for (std::size_t a = 0; a < 3; ++a) covered = covered && g_.out[a] * g_.ker[a] == g_.in[a];
+      if (!covered)
+        parallel_over(ctx_, g_.N * g_.C, [&](i64 b, i64 e) {
+          std::fill(x_ + b * g_.in_numel, x_ + e * g_.in_numel, 0.0f);
+        });
     }
     auto* product = static_cast<float*>(ctx_.workspace) + (pl_.subsample ? g_.N * g_.C * P_ : 0);
     for (i64 grp = 0; grp < g_.G; ++grp) {
-      const Planes x{xs + grp * g_.Cg * x_plane, g_.C * x_plane, P_, x_plane, scatter ? at.data() : nullptr};
+      const Planes x{xs + grp * g_.Cg * x_plane, g_.C * x_plane, P_, x_plane, scatter ? at.data() : nullptr,
+                     scatter ? taps_at.data() : nullptr};
       const Planes y{y_ + grp * g_.Kg * P_, g_.K * P_, P_};
       const Planes& in = fwd ? x : y;
       const PanelSource ps{&Planes::pack, &in};
@@ -493,7 +529,7 @@ class FusedRunner {
       SgemmExt ext;
       ext.b_source = &ps;
       ext.tile_done = &hook;
-      sgemm_ex(!fwd, false, M, NP, depth, 1.0f, w_ + grp * g_.Kg * g_.Cg, g_.Cg, nullptr, NP, 0.0f,
+      sgemm_ex(!fwd, false, M, NP, depth, 1.0f, w_ + grp * g_.Kg * rows_, rows_, nullptr, NP, 0.0f,
                product, NP, ext, ctx_.pool);
     }
   }

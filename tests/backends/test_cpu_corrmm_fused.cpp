@@ -265,6 +265,43 @@ TEST_CASE("corrmm fused: a strided 1x1 filter onto small planes runs one GEMM ov
     CHECK(epilogue_error(*corrmm, cases[0], pp, 59) < 1e-4);
 }
 
+TEST_CASE("corrmm fused: grad inputs of patches run one GEMM over all images, stored at the taps' places",
+          "[backends][conv][cpu][corrmm]") {
+  // Kernels no wider than their stride, without padding (ViT's patch embedding): no two
+  // taps read the same input element, so one GEMM per group over every image's positions
+  // (Plan::batched) stores each product entry once at its tap's place; dx is zeroed where
+  // the taps leave gaps or an uncovered edge. Batched on small planes, and on larger ones
+  // where the filters are many (patches_batch); under a lower limit one GEMM per image.
+  const auto corrmm = make_cpu_corrmm_algorithm();
+  struct Patches {
+    ConvCase c;
+    bool batched;  ///< with no limit
+  };
+  const std::vector<Patches> cases = {
+      {make_conv_case("2x2 s2, an uncovered column", {3, 6, 14, 13}, {10, 6, 2, 2}, "valid", {2, 2}), true},
+      {make_conv_case("2x3 s3, gaps, flip", {2, 4, 12, 15}, {7, 4, 2, 3}, "valid", {3, 3}, {}, true), true},
+      {make_conv_case("grouped 2x2 s(2,3) dilated 1-tap axis", {2, 6, 8, 9}, {9, 2, 2, 1}, "valid", {2, 3}, {1, 2},
+                      false, 3),
+       true},
+      {make_conv_case("1-D 4 s4", {3, 5, 30}, {11, 5, 4}, "valid", {4}), true},
+      {make_conv_case("3-D 1x2x2 s(1,2,2)", {2, 3, 3, 6, 8}, {5, 3, 1, 2, 2}, "valid", {1, 2, 2}, {}, true), true},
+      {make_conv_case("4x4 s4 to 256 filters, 256 positions", {2, 3, 64, 64}, {256, 3, 4, 4}, "valid", {4, 4}), true},
+      {make_conv_case("4x4 s4 to 16 filters, 256 positions", {2, 3, 64, 64}, {16, 3, 4, 4}, "valid", {4, 4}), false},
+  };
+  for (const Patches& c : cases) {
+    const ConvProblem full = c.c.problem(ConvDirection::grad_inputs, DType::float32);
+    const std::size_t product = 4 * static_cast<std::size_t>(full.N * full.out_numel() * full.Cg() * full.kernel_numel());
+    for (std::size_t limit : {std::numeric_limits<std::size_t>::max(), product - 1}) {
+      ConvProblem p = full;
+      p.workspace_limit = limit;
+      INFO(c.c.name << " " << p.key() << " workspace limit " << limit);
+      REQUIRE(corrmm->applicable(p));
+      CHECK(corrmm->workspace_bytes(p) == (c.batched && limit >= product ? product : 0));
+      check_reference_on_any_pool(*corrmm, c.c, p, 61);
+    }
+  }
+}
+
 TEST_CASE("corrmm fused: the forward epilogue is applied on every tile", "[backends][conv][cpu][corrmm]") {
   const auto corrmm = make_cpu_corrmm_algorithm();
   ThreadPool pool(2);
