@@ -70,7 +70,7 @@ class DirectAlgorithm final : public ConvAlgorithm {
         const double call_fmas =
             pl.grad_weights ? std::min(row_fmas, static_cast<double>(pl.N * pl.dst[0] * pl.dst[1] / pl.slices *
                                                                      ((row + lanes - 1) / lanes) *
-                                                                     pixel_grad_weights_rows(kb) * kb))
+                                                                     pixel_grad_weights_rows(kb, lanes) * kb))
                             : row_fmas;
         const double eff = kPixelVectorsEfficiency * used * call_fmas / (call_fmas + kPixelVectorsCallFmas);
         return work / (peak * eff) + traffic / m.bytes_per_s() + kConvCallSeconds;

@@ -113,6 +113,8 @@ std::vector<ConvCase> kvec_cases() {
       make_conv_case("3 channels, rows strided", {1, 4, 11, 70}, {3, 4, 3, 3}, 1, {2, 1}),
       make_conv_case("6 channels 3-D dilated", {1, 3, 5, 6, 20}, {6, 3, 3, 2, 3}, 1, {1, 1, 1}, {2, 1, 2}),
       make_conv_case("7 channels a group", {2, 14, 6, 9}, {14, 7, 3, 3}, "half", {1, 1}, {}, true, 2),
+      // ResNeXt's 4 channels a group over rows of 28 (a whole vector and a tail at AVX-512).
+      make_conv_case("4 channels a group", {2, 16, 5, 28}, {16, 4, 3, 3}, 1, {1, 1}, {}, false, 4),
       make_conv_case("2 channels, 1-D stride 2", {2, 3, 50}, {2, 3, 5}, 2, {2}),
       // Row tiles (AVX-512, one vector of destination channels: 16, or two groups of 8): two
       // tiles' 16 pixels in one row at stride 1, filter rows of 3, 5 and 7 taps, over whole

@@ -448,14 +448,13 @@ void pixel_dw_tile(const float* const* dy, i64 cstride, const float* const* x, i
       for (int kk = 0; kk < KB; ++kk) std::memcpy(&d[kk], dy[i] + kk * cstride + j, sizeof(vkf));
       step(j, d, false);
     }
-    if (m > 0) {  // dy is the caller's tensor: its tail is copied, not read past
-      alignas(64) float part[KB][kL] = {};
+    // dy is the caller's tensor: its tail is loaded masked, not read past. Copied through a
+    // zeroed stack row instead, the vector load waited on the scalar stores (no store
+    // forwarding): 8x256x28x28 in 4-channel groups took 6.7 ms, 1.7 masked (Zen 5, 2 threads).
+    if (m > 0) {
       vkf d[KB];
 #pragma GCC unroll 4
-      for (int kk = 0; kk < KB; ++kk) {
-        std::copy(dy[i] + kk * cstride + full, dy[i] + kk * cstride + n, part[kk]);
-        std::memcpy(&d[kk], part[kk], sizeof(vkf));
-      }
+      for (int kk = 0; kk < KB; ++kk) d[kk] = loadn_part(dy[i] + kk * cstride + full, 0, m);
       step(full, d, true);
     }
   }
@@ -477,7 +476,7 @@ struct PixelTiles {
   static constexpr auto fn = &pixel_tile<KB, N>;
 };
 struct PixelGradWeightsTiles {
-  static constexpr i64 limit(i64 kb) { return pixel_grad_weights_rows(kb); }
+  static constexpr i64 limit(i64 kb) { return pixel_grad_weights_rows(kb, kL); }
   template <int KB, int N>
   static constexpr auto fn = &pixel_dw_tile<KB, N>;
 };
@@ -770,7 +769,7 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
         }
         float* out = partial + ((sl * p.G + grp) * B + c0) * QT;
         for (i64 k = 0; k < kb; ++k) std::fill_n(out + k * QT, QT, 0.0f);
-        const i64 tile = pixel_grad_weights_rows(kb);
+        const i64 tile = pixel_grad_weights_rows(kb, kL);
         for (i64 r = 0; r < QT; r += tile)
           pixel_tile_for<PixelGradWeightsTiles>(kb, std::min(tile, QT - r))(
               dy_rows.data(), pl.dst_numel, x_rows.data(), r1 - r0, roff.data() + r, row_len, out + r, QT);
