@@ -2,7 +2,7 @@
 //
 // float32 (FusedRunner) never materialises the column matrix (its workspace holds only a
 // strided 1x1 filter's subsampled x, Plan::subsample, and the product of a 1x1 filter on
-// small planes over all images, Plan::batched): the GEMM packs its B panels
+// small planes or of patches' grad inputs over all images, Plan::batched): the GEMM packs its B panels
 // straight from the image (im2col_pack; sgemm.hpp PanelSource), grad weights is one
 // batch-reduce GEMM over all images (the GEMM splits its long depth among the threads
 // when dW is small), and grad inputs scatters each small column tile (col2im) while it
@@ -74,8 +74,8 @@ struct Plan {
   /// subsampled x). One GEMM per image is a few column slivers wide, the last mostly
   /// padding (see kBatchedPositions): 8x1024x14x14 -> 2048 at stride 2 ran 49 = 32 + 16 + 1
   /// columns an image, the last one on the thin kernel. Grad inputs of patches (a kernel no
-  /// wider than its stride, no padding: ViT's 16x16 at stride 16) batch on planes of any
-  /// size, their product stored at the taps' places in dx.
+  /// wider than its stride, no padding: ViT's 16x16 at stride 16) batch likewise, on larger
+  /// planes too where patches_batch says so, their product stored at the taps' places in dx.
   bool batched = false;
   i64 rows = 0;          ///< column-matrix rows of all groups: C * KS
   i64 seg_len = 0;       ///< output positions per segment (the last one of an image may be shorter)
@@ -118,11 +118,13 @@ Plan make_plan(const ConvProblem& p) {
   pl.rows = g.C * g.ker_numel;
   const i64 P = g.out_numel;
   if (p.dtype == DType::float32) {  // no column buffer (FusedRunner), at most the subsampled x
-    // Disjoint taps (no padding, each axis a 1-tap kernel or one no wider than its stride):
-    // every input element feeds at most one column entry, so col2im is a plain scatter.
+    // Disjoint taps (each axis a 1-tap kernel or one no wider than its stride, every tap
+    // inside the input: no leading padding, and none of the trailing padding read): every
+    // input element feeds at most one column entry, so col2im is a plain scatter.
     bool disjoint = !pl.pointwise;
     for (std::size_t a = 0; a < 3; ++a)
-      disjoint = disjoint && g.pad[a] == 0 && (g.ker[a] == 1 || (g.dil[a] == 1 && g.ker[a] <= g.stride[a]));
+      disjoint = disjoint && g.pad[a] == 0 && (g.out[a] - 1) * g.stride[a] + (g.ker[a] - 1) * g.dil[a] < g.in[a] &&
+                 (g.ker[a] == 1 || (g.dil[a] == 1 && g.ker[a] <= g.stride[a]));
     const bool inside = disjoint && g.ker_numel == 1;  // a strided 1x1 filter
     const bool small = g.N > 1 && P < kBatchedPositions;
     i64 bytes = 0;
@@ -135,12 +137,14 @@ Plan make_plan(const ConvProblem& p) {
     // The batched GEMM's operand as planes of P positions: as stored, or the strided x
     // subsampled (forward); grad inputs of disjoint taps scatter its product to the taps'
     // positions. Patches (a kernel wider than one tap) batch on larger planes too where
-    // the GEMM gains more than the product's trip through memory costs (patches_batch).
+    // the GEMM gains more than the product's trip through memory costs (patches_batch),
+    // while the product fits half the L3 (a larger batch's would go to memory and back).
     const bool planes = pl.pointwise || pl.subsample || (disjoint && p.direction == ConvDirection::grad_inputs);
-    const bool patches = disjoint && g.ker_numel > 1 && p.direction == ConvDirection::grad_inputs &&
-                         patches_batch(pl.rows / g.G, P, g.N, g.Kg);
-    if (planes && p.direction != ConvDirection::grad_weights && (small || patches) &&
-        detail::try_mul(product_rows, g.N * P * 4, bytes) && pl.workspace + static_cast<std::size_t>(bytes) <= p.workspace_limit) {
+    const bool ok = detail::try_mul(product_rows, g.N * P * 4, bytes);
+    const bool patches = ok && disjoint && g.ker_numel > 1 && p.direction == ConvDirection::grad_inputs &&
+                         2 * bytes <= cpu_cache_sizes().l3 && patches_batch(pl.rows / g.G, P, g.N, g.Kg);
+    if (ok && planes && p.direction != ConvDirection::grad_weights && (small || patches) &&
+        pl.workspace + static_cast<std::size_t>(bytes) <= p.workspace_limit) {
       pl.batched = true;
       pl.workspace += static_cast<std::size_t>(bytes);
     } else if (p.direction == ConvDirection::forward) {  // a subsampled x serves only the batched GEMM
@@ -436,7 +440,7 @@ class FusedRunner {
     i64 P;
     i64 plane = 0;            ///< floats from one channel's plane to the next's (0: P)
     const i64* at = nullptr;  ///< where each position's first tap lies in its plane (null: position p at p)
-    const i64* taps_at = nullptr;  ///< where row k lies from its image's first plane (null: k * plane)
+    const i64* taps_at = nullptr;  ///< where row k lies from base in each image (null: k * plane)
     i64 row(i64 k) const { return taps_at != nullptr ? taps_at[k] : k * (plane != 0 ? plane : P); }
     /// fn(image, position, column, length) for each run of columns [j0, j1) in one image.
     template <class Fn>
@@ -463,7 +467,8 @@ class FusedRunner {
     }
   };
   /// The batched product's finished tile copied to the destination planes (the forward
-  /// epilogue on each run as it lands): rows are channels channel0.. of the destination.
+  /// epilogue on each run as it lands): row i goes to the destination planes' row(i); the
+  /// forward's rows are output channels channel0 + i, which the epilogue is told.
   struct BatchedTile {
     const FusedRunner* r;
     const Planes* out;

@@ -287,6 +287,11 @@ TEST_CASE("corrmm fused: grad inputs of patches run one GEMM over all images, st
       {make_conv_case("3-D 1x2x2 s(1,2,2)", {2, 3, 3, 6, 8}, {5, 3, 1, 2, 2}, "valid", {1, 2, 2}, {}, true), true},
       {make_conv_case("4x4 s4 to 256 filters, 256 positions", {2, 3, 64, 64}, {256, 3, 4, 4}, "valid", {4, 4}), true},
       {make_conv_case("4x4 s4 to 16 filters, 256 positions", {2, 3, 64, 64}, {16, 3, 4, 4}, "valid", {4, 4}), false},
+      {make_conv_case("one image", {1, 3, 32, 32}, {64, 3, 4, 4}, "valid", {4, 4}), false},
+      // Taps in the trailing padding are not disjoint ones: their scatter would land past
+      // the row (the next row's first column, or past dx).
+      {make_conv_case("2x2 s2, trailing padding", {2, 4, 13, 13}, {8, 4, 2, 2}, Pairs{{0, 1}, {0, 1}}, {2, 2}), false},
+      {make_conv_case("1x1 s2, trailing padding", {2, 4, 14}, {4, 4, 1}, Pairs{{0, 1}}, {2}), false},
   };
   for (const Patches& c : cases) {
     const ConvProblem full = c.c.problem(ConvDirection::grad_inputs, DType::float32);

@@ -454,7 +454,7 @@ void pixel_dw_tile(const float* const* dy, i64 cstride, const float* const* x, i
     if (m > 0) {
       vkf d[KB];
 #pragma GCC unroll 4
-      for (int kk = 0; kk < KB; ++kk) d[kk] = loadn_part(dy[i] + kk * cstride + full, 0, m);
+      for (int kk = 0; kk < KB; ++kk) d[kk] = loadn_masked(dy[i] + kk * cstride + full, keep);
       step(full, d, true);
     }
   }
