@@ -142,7 +142,7 @@ Plan make_plan(const ConvProblem& p) {
     const bool planes = pl.pointwise || pl.subsample || (disjoint && p.direction == ConvDirection::grad_inputs);
     const bool ok = detail::try_mul(product_rows, g.N * P * 4, bytes);
     const bool patches = ok && disjoint && g.ker_numel > 1 && p.direction == ConvDirection::grad_inputs &&
-                         2 * bytes <= cpu_cache_sizes().l3 && patches_batch(pl.rows / g.G, P, g.N, g.Kg);
+                         2 * bytes <= cpu_cache_sizes().l3 && patches_batch(product_rows, P, g.N, g.Kg);
     if (ok && planes && p.direction != ConvDirection::grad_weights && (small || patches) &&
         pl.workspace + static_cast<std::size_t>(bytes) <= p.workspace_limit) {
       pl.batched = true;
@@ -512,8 +512,9 @@ class FusedRunner {
         at.push_back((o0 * g_.stride[0] * g_.in[1] + o1 * g_.stride[1]) * g_.in[2] + o2 * g_.stride[2]);
       }
       for (i64 r = 0; r < rows_; ++r) {  // row (channel, stored tap) -> the unflipped tap's offset
-        const i64 w2 = r % g_.ker[2], w1 = r / g_.ker[2] % g_.ker[1], w0 = r / g_.ker[2] / g_.ker[1] % g_.ker[0];
-        taps_at.push_back(r / KS_ * g_.in_numel + (g_.wtap(0, w0) * g_.in[1] + g_.wtap(1, w1)) * g_.in[2] + g_.wtap(2, w2));
+        i64 t[3];
+        const i64 q = g_.column_row(r, t);
+        taps_at.push_back(q * g_.in_numel + (t[0] * g_.in[1] + t[1]) * g_.in[2] + t[2]);
       }
       bool covered = true;
       for (std::size_t a = 0; a < 3; ++a) covered = covered && g_.out[a] * g_.ker[a] == g_.in[a];

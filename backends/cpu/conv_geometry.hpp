@@ -60,6 +60,18 @@ struct ConvGeometry {
   /// Storage index of spatial tap t on axis a: the mirrored position when flipping.
   i64 wtap(std::size_t a, i64 t) const { return flip ? ker[a] - 1 - t : t; }
 
+  /// Decodes column-matrix row r (im2col.hpp's order: channel, then the stored filter
+  /// taps) into its channel, returned, and the *unflipped* taps t[3].
+  i64 column_row(i64 r, i64 t[3]) const {
+    i64 rem = r % ker_numel;
+    const i64 w2 = rem % ker[2];
+    rem /= ker[2];
+    t[0] = wtap(0, rem / ker[1]);
+    t[1] = wtap(1, rem % ker[1]);
+    t[2] = wtap(2, w2);
+    return r / ker_numel;
+  }
+
   /// Outputs o in [lo, hi) on axis a whose tap t reads inside the input (not the padding).
   void valid_out_range(std::size_t a, i64 t, i64& lo, i64& hi) const {
     const i64 off = t * dil[a] - pad[a];  // input index = o * stride + off

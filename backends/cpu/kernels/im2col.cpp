@@ -12,20 +12,6 @@
 namespace convgraph::cpu::CONVGRAPH_ISA_NS {
 namespace {
 
-/// Decodes column-matrix row r into channel q and the *unflipped* taps t[3].
-inline i64 decode_row(const ConvGeometry& g, i64 r, i64 t[3]) {
-  i64 rem = r % g.ker_numel;
-  const i64 q = r / g.ker_numel;
-  const i64 w2 = rem % g.ker[2];
-  rem /= g.ker[2];
-  const i64 w1 = rem % g.ker[1];
-  const i64 w0 = rem / g.ker[1];
-  t[0] = g.wtap(0, w0);
-  t[1] = g.wtap(1, w1);
-  t[2] = g.wtap(2, w2);
-  return q;
-}
-
 /// Walks the output positions [p_begin, p_end) of one column-matrix row (taps t) as runs
 /// along the innermost axis. For each run it calls
 ///   fn(col_offset, n, src_row, a, b, src_start)
@@ -145,7 +131,7 @@ void im2col(const ConvGeometry& g, const T* x, i64 channels, i64 p_begin, i64 p_
   const i64 s2 = g.stride[2];
   for (i64 r = 0; r < rows; ++r) {
     i64 t[3];
-    const T* xq = x + decode_row(g, r, t) * g.in_numel;
+    const T* xq = x + g.column_row(r, t) * g.in_numel;
     T* row = col + r * np;
     for_each_run(g, t, p_begin, p_end, [=](i64 at, i64 n, i64 src_row, i64 a, i64 b, i64 start) {
       T* __restrict out = row + at;
@@ -168,7 +154,7 @@ void col2im_add(const ConvGeometry& g, const T* col, i64 channels, i64 p_begin, 
   const i64 s2 = g.stride[2];
   for (i64 r = 0; r < rows; ++r) {
     i64 t[3];
-    T* xq = x + decode_row(g, r, t) * g.in_numel;
+    T* xq = x + g.column_row(r, t) * g.in_numel;
     const T* row = col + r * np;
     for_each_run(g, t, p_begin, p_end, [=](i64 at, i64 n, i64 src_row, i64 a, i64 b, i64 start) {
       if (src_row < 0 || a >= b) return;  // entries that came from padding are dropped
@@ -198,7 +184,7 @@ void im2col_pack(const ConvGeometry& g, const float* x, i64 r0, i64 kc, i64 p0, 
   const i64 s2 = g.stride[2];
   for (i64 k = 0; k < kc; ++k) {
     i64 t[3];
-    const float* xq = x + decode_row(g, r0 + k, t) * g.in_numel;
+    const float* xq = x + g.column_row(r0 + k, t) * g.in_numel;
     float* row = dst + k * nr;  // position j of the panel at row[(j / nr) * sliver + j % nr]
     if (tail) std::memset(row + last * sliver + tail, 0, static_cast<std::size_t>(nr - tail) * sizeof(float));
     for_each_run(g, t, p0, p0 + n, [&](i64 at, i64 len, i64 src_row, i64 a, i64 b, i64 start) {
@@ -222,7 +208,7 @@ void im2col_pack_t(const ConvGeometry& g, const float* x, i64 p0, i64 kc, i64 r0
       std::memset(dst + last * sliver + k * nr + tail, 0, static_cast<std::size_t>(nr - tail) * sizeof(float));
   for (i64 j = 0; j < n; ++j) {
     i64 t[3];
-    const float* xq = x + decode_row(g, r0 + j, t) * g.in_numel;
+    const float* xq = x + g.column_row(r0 + j, t) * g.in_numel;
     float* col = dst + (j / nr) * sliver + j % nr;  // depth k at col[k * nr]
     for_each_run(g, t, p0, p0 + kc, [&](i64 at, i64 len, i64 src_row, i64 a, i64 b, i64 start) {
       if (src_row < 0) a = b = len;
