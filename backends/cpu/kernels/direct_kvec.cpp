@@ -69,6 +69,11 @@ static_assert(kKvecMaxBlock % (kL * kMaxNK) == 0 && kKvecMaxTileRows % kMaxP == 
 
 KvecShape shape_for(const KvecPlan& pl) { return kvec_shape(pl.tile_channels(kL), kL, pl.grad_weights); }
 
+/// The float at `at` in every lane, as one broadcast load. `vkf{} + *at` is not that: 0 + s
+/// is +0 for s = -0, so the compiler added in a scalar register first and then broadcast
+/// the sum (a dependent add and a shuffle a broadcast); s - 0 is s, so it folds away.
+inline vkf splat(const float* at) { return *at - vkf{}; }
+
 /// The two floats at `at` in every pair of lanes (paired groups: lane 2i the first group's
 /// value, 2i + 1 the second's), as one 64-bit broadcast; moved as integers, so the bits
 /// arrive unchanged.
@@ -219,7 +224,7 @@ void row_tile(const float* src, const float* w, const i64* taps, i64 T, i64 nrow
       for (int j = 0; j < P + KW - 1; ++j) {
         vkf x;
         if constexpr (kPair) x = pair_broadcast(s + j * F);
-        else x = vkf{} + s[j];
+        else x = splat(s + j);
 #pragma GCC unroll 8
         for (int t = 0; t < KW; ++t)
           if (j - t >= 0 && j - t < P) acc[j - t] += x * wv[t];
@@ -275,7 +280,7 @@ void dw_row_tile(const float* const* xrows, const float* dyt, const i64* x_off, 
         for (int r = 0; r < NR; ++r) {
           vkf x;
           if constexpr (kPair) x = pair_broadcast(xs[r] + (S * i + e) * F);
-          else x = vkf{} + xs[r][S * i + e];
+          else x = splat(xs[r] + S * i + e);
 #pragma GCC unroll 8
           for (int u = 0; u < M; ++u)
             if (e + S * u < KW && (!guarded || (i - u >= 0 && i - u < n))) acc[r][e + S * u] += x * win[u];
@@ -1082,14 +1087,26 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
   // window a unit's taps read in each of its channels both stay in L1, and a tile's
   // broadcasts touch at most kChunkPages pages (one per channel once planes exceed a page),
   // so the DTLB holds them (1x1 layers on 56x56 planes ran 3x slower without this cap).
-  // The window is what the first unit reads, from its first pixel's first tap (offset 0)
-  // to its last pixel's last, as if its images' planes lay back to back (tall filters on
-  // narrow rows read many rows: Zen 3, 1 thread, 4x192x17x17 with a 7x1 filter, 27 channels
-  // a chunk, weights and windows 48 KiB: 8.0 -> 6.5-6.6 ms at 17). A unit's segments read
-  // about the same window, each over seg_pixels positions.
+  // The window is what the first unit reads: the union over taps of its pixels' extent
+  // (first pixel to last, as if its images' planes lay back to back) moved by the tap's
+  // offset. Tall filters on narrow rows read many rows (Zen 3, 1 thread, 4x192x17x17 with
+  // a 7x1 filter, 27 channels a chunk, weights and windows 48 KiB: 8.0 -> 6.5-6.6 ms at
+  // 17); taps a plane apart read a strip each, not the planes between (a 5x1x1 filter on
+  // 28x28 planes: one span from the first tap to the last made 3 channels a chunk, whose
+  // accumulators were stored every 15 steps). A unit's segments read about the same
+  // window, each over seg_pixels positions.
   const i64 last = std::min(seg_pixels, pl.N * phases[0].numel()) - 1;
-  const i64 window = F * PixelWalk(pl, phases[0], last, pl.padded_numel, 0).src +
-                     *std::max_element(tap_off.begin(), tap_off.end()) + F;
+  const i64 extent = F * PixelWalk(pl, phases[0], last, pl.padded_numel, 0).src + F;
+  i64 window = 0;
+  {
+    std::vector<i64> starts = tap_off;
+    std::sort(starts.begin(), starts.end());
+    i64 reach = starts.front();
+    for (const i64 at : starts) {
+      window += std::max<i64>(0, at + extent - std::max(at, reach));
+      reach = std::max(reach, at + extent);
+    }
+  }
   // The weights a tile reads per source channel: a phase's taps only (its run of the T
   // packed ones). Sized by all T, a 3x3x3 filter's 8 phases at stride 2 (1-8 taps each) got
   // 3 channels a chunk: 3-24 reduction steps between loading and storing 24 accumulators.
