@@ -131,6 +131,9 @@ struct KvecPlan {
   std::array<i64, 3> pstride{1, 1, 1}, pad{};
   i64 phases = 1;
   bool pixel_vectors = false;  ///< fewer than kKvecMinChannels: positions in the vectors
+  /// Pixel vectors at stride s along the rows: each padded row is s runs of phase_columns,
+  /// run f holding the columns f, f + s, ... (column_offset); 1 and the row's width otherwise.
+  i64 column_phases = 1, phase_columns = 0;
   /// kKvecMinChannels destination channels in an even number of groups: a level whose
   /// vectors hold twice that runs the groups in pairs (paired()).
   bool pair_groups = false;
@@ -186,8 +189,12 @@ struct KvecPlan {
       if (lowpad[a] != 0 || padded[a] > src[a]) copy_src = true;
     }
     if (pixel_vectors) {
-      if (stride[2] != 1) return;  // positions of a vector would be a stride apart
-      copy_src = true;             // its last tile's vectors may read past the source
+      copy_src = true;  // its last tile's vectors may read past the source
+      // Strided rows: the copy holds each row's columns phase by phase (column_offset), so
+      // a vector's positions, a stride apart in the source, read consecutive floats.
+      column_phases = stride[2];
+      phase_columns = (padded[2] + column_phases - 1) / column_phases;
+      padded[2] = column_phases * phase_columns;
     }
     pair_groups = ndst == kKvecMinChannels && G % 2 == 0;
     if (!copy_src) padded = src;  // read the source in place, with its own row lengths
@@ -222,6 +229,11 @@ struct KvecPlan {
   /// always over the interleaved copy; and the destination channels its tiles then hold.
   bool paired(i64 lanes) const { return pair_groups && lanes == 2 * ndst; }
   i64 tile_channels(i64 lanes) const { return paired(lanes) ? 2 * ndst : ndst; }
+
+  /// Where padded column c of a row lies in the copy's row (column_phases).
+  i64 column_offset(i64 c) const {
+    return column_phases == 1 ? c : c % column_phases * phase_columns + c / column_phases;
+  }
 
   /// Phased (strided grad inputs): some pstride > 1. `phases` may still be 1 (every strided
   /// axis no wider than its stride: dx's only phase along it is 0).

@@ -108,7 +108,10 @@ std::vector<ConvCase> kvec_cases() {
       // last axis), forward and grad weights: 1 channel over rows of 23 (a partial vector),
       // 3 channels strided on the outer axis only over rows of 70, 6 channels (blocks of 4
       // and 2) in 3-D with dilation, 7 channels in groups (4 and 3); their grad inputs
-      // (C/G < 8) at stride 1 likewise; a 1-D layer at stride 2 stays on the row engine.
+      // (C/G < 8) at stride 1 likewise. Strided along the rows, forward and grad weights read
+      // a copy whose rows hold their columns phase by phase (KvecPlan::column_phases): 1-D at
+      // stride 2, 2-D at stride 3 with asymmetric padding and a row length no multiple of
+      // the stride, and dilation 2 at stride 2 (taps all in one phase).
       make_conv_case("1 channel 7x7", {2, 5, 9, 23}, {1, 5, 7, 7}, 3, {1, 1}),
       make_conv_case("3 channels, rows strided", {1, 4, 11, 70}, {3, 4, 3, 3}, 1, {2, 1}),
       make_conv_case("6 channels 3-D dilated", {1, 3, 5, 6, 20}, {6, 3, 3, 2, 3}, 1, {1, 1, 1}, {2, 1, 2}),
@@ -116,6 +119,8 @@ std::vector<ConvCase> kvec_cases() {
       // ResNeXt's 4 channels a group over rows of 28 (a whole vector and a tail at AVX-512).
       make_conv_case("4 channels a group", {2, 16, 5, 28}, {16, 4, 3, 3}, 1, {1, 1}, {}, false, 4),
       make_conv_case("2 channels, 1-D stride 2", {2, 3, 50}, {2, 3, 5}, 2, {2}),
+      make_conv_case("3 channels, stride 3 on rows", {2, 5, 7, 40}, {3, 5, 3, 4}, Pairs{{1, 1}, {2, 1}}, {2, 3}),
+      make_conv_case("1 channel, stride 2 dilated 2", {1, 4, 6, 37}, {1, 4, 3, 3}, 2, {1, 2}, {2, 2}),
       // Row tiles (AVX-512, one vector of destination channels: 16, or two groups of 8): two
       // tiles' 16 pixels in one row at stride 1, filter rows of 3, 5 and 7 taps, over whole
       // tap rows (the padding's too); rows of 37 (two row tiles and short tiles between
@@ -187,16 +192,15 @@ TEST_CASE("direct: the channel-vectorised path matches the reference at every le
       const ConvProblem p = c.problem(dir, DType::float32);
       // The path's workspace shows it is taken: with 8+ destination channels a group (K/G,
       // or C/G for grad inputs) in every direction unless grad inputs' padding is wider than
-      // the kernel at stride 1; with fewer, forward and grad weights at stride 1 on the last
-      // axis and grad inputs at stride 1.
+      // the kernel at stride 1; with fewer, forward and grad weights at any stride and grad
+      // inputs at stride 1.
       const auto strides = [&](std::size_t from) {
         return std::all_of(p.stride.begin() + static_cast<std::ptrdiff_t>(from), p.stride.begin() + p.ndim,
                            [](auto s) { return s == 1; });
       };
       const std::int64_t ndst = dir == ConvDirection::grad_inputs ? p.Cg() : p.Kg();
       const bool kvec = ndst >= 8 ? dir != ConvDirection::grad_inputs || c.name != "pad wider than the kernel"
-                        : dir == ConvDirection::grad_inputs ? strides(0)
-                                                            : strides(static_cast<std::size_t>(p.ndim - 1));
+                                  : dir != ConvDirection::grad_inputs || strides(0);
       INFO(c.name << " " << p.key());
       CHECK((direct->workspace_bytes(p) > 0) == kvec);
       for (CpuIsa isa : levels_to_check()) {

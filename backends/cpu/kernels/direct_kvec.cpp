@@ -615,7 +615,7 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
     for (i64 t0 = 0; t0 < g.ker[0]; ++t0)
       for (i64 t1 = 0; t1 < g.ker[1]; ++t1)
         for (i64 t2 = 0; t2 < g.ker[2]; ++t2) {
-          tap_off.push_back(t0 * pl.dil[0] * pitch[0] + t1 * pl.dil[1] * pitch[1] + t2 * pl.dil[2]);
+          tap_off.push_back(t0 * pl.dil[0] * pitch[0] + t1 * pl.dil[1] * pitch[1] + pl.column_offset(t2 * pl.dil[2]));
           if (pl.grad_inputs) tap_w.push_back(storage(g.ker[0] - 1 - t0, g.ker[1] - 1 - t1, g.ker[2] - 1 - t2));
           else tap_w.push_back(storage(t0, t1, t2));
         }
@@ -720,6 +720,15 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
             for (i64 b = b0; b < b1; ++b) {
               float* o = out + ((a * pl.padded[1] + b) * pl.padded[2] + lo) * kF;
               const float* irow = in + ((a - pl.lowpad[0]) * pl.src[1] + b - pl.lowpad[1]) * pl.src[2] + lo - pl.lowpad[2];
+              if (const i64 s = pl.column_phases; s > 1) {  // pixel vectors (kF 1): phase by phase
+                float* row = o - lo;
+                for (i64 f = 0; f < s; ++f) {
+                  const i64 c0 = lo + (f - lo % s + s) % s;  // the phase's first column from lo
+                  float* to = row + pl.column_offset(c0);
+                  for (i64 c = c0; c < hi; c += s) *to++ = irow[c - lo];
+                }
+                continue;
+              }
               if constexpr (kF == 1) std::memcpy(o, irow, static_cast<std::size_t>(hi - lo) * sizeof(float));
               else
                 for (i64 i = 0; i < hi - lo; ++i)
