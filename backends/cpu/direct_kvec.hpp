@@ -24,7 +24,8 @@
 // whose two groups' channels alternate likewise).
 // Fewer than kKvecMinChannels destination channels turn the vectors around (pixel_vectors):
 // forward and grad inputs hold a row's consecutive positions in the vectors and broadcast
-// the weights; grad weights holds positions of dy and x rows and sums the lanes at the end.
+// the weights; grad weights holds positions of dy and x rows and sums the lanes at the end
+// (also with more channels where the (input channel, tap) rows are few and dy's rows long).
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -114,6 +115,15 @@ constexpr i64 pixel_grad_weights_rows(i64 kb, i64 lanes) {
   return kb <= 1 ? 8 : kb == 2 ? 5 : kb == 3 ? 3 : 2;
 }
 inline constexpr i64 kPixelMaxChannels = 4;
+/// Grad weights with at most this many (input channel, tap) rows takes the pixel-vector
+/// tiles whatever its channel count, where dy's rows hold at least kPixelGradWeightsMinRow
+/// positions: the channel-vectorised tile would fill few of its rows and transpose all of
+/// dy for them. Zen 5, 2 threads, against that tile: 16x1x8192 -> 16, 3 taps 0.72 ->
+/// 0.09 ms; 2x1x16000 -> 512, 10 taps at stride 5 0.73 -> 0.38; 8x1x112x112 -> 32, 3x3
+/// 0.59 -> 0.32-0.42; 8x3x112x112 -> 16, 1x3 0.53 -> 0.22-0.27. Rows of 28 and 14 ran
+/// 1.2-3x slower, and 27 rows (RGB 3x3) as fast or slower.
+inline constexpr i64 kPixelGradWeightsMaxRows = 16;
+inline constexpr i64 kPixelGradWeightsMinRow = 48;
 /// Floats past the padded copy that the last tile's whole vectors may read (never used).
 inline constexpr i64 kPixelSlack = 8 * 16;
 
@@ -150,7 +160,8 @@ struct KvecPlan {
     N = g.N, G = g.G;
     nsrc = grad_inputs ? g.Kg : g.Cg;
     ndst = grad_inputs ? g.Cg : g.Kg;
-    pixel_vectors = ndst < kKvecMinChannels;
+    pixel_vectors = ndst < kKvecMinChannels || (grad_weights && nsrc * g.ker_numel <= kPixelGradWeightsMaxRows &&
+                                                 g.out[2] >= kPixelGradWeightsMinRow);
     ker = g.ker, dil = g.dil;
     taps = g.ker_numel;
     // A 1x1 filter is a plain GEMM (cpu.corrmm needs no column matrix for it), 2-4x faster
@@ -196,7 +207,7 @@ struct KvecPlan {
       phase_columns = (padded[2] + column_phases - 1) / column_phases;
       padded[2] = column_phases * phase_columns;
     }
-    pair_groups = ndst == kKvecMinChannels && G % 2 == 0;
+    pair_groups = !pixel_vectors && ndst == kKvecMinChannels && G % 2 == 0;
     if (!copy_src) padded = src;  // read the source in place, with its own row lengths
     dst_numel = dst[0] * dst[1] * dst[2];
     src_numel = src[0] * src[1] * src[2];
