@@ -115,15 +115,19 @@ constexpr i64 pixel_grad_weights_rows(i64 kb, i64 lanes) {
   return kb <= 1 ? 8 : kb == 2 ? 5 : kb == 3 ? 3 : 2;
 }
 inline constexpr i64 kPixelMaxChannels = 4;
-/// Grad weights with at most this many (input channel, tap) rows takes the pixel-vector
-/// tiles whatever its channel count, where dy's rows hold at least kPixelGradWeightsMinRow
-/// positions: the channel-vectorised tile would fill few of its rows and transpose all of
-/// dy for them. Zen 5, 2 threads, against that tile: 16x1x8192 -> 16, 3 taps 0.72 ->
-/// 0.09 ms; 2x1x16000 -> 512, 10 taps at stride 5 0.73 -> 0.38; 8x1x112x112 -> 32, 3x3
-/// 0.59 -> 0.32-0.42; 8x3x112x112 -> 16, 1x3 0.53 -> 0.22-0.27. Rows of 28 and 14 ran
-/// 1.2-3x slower, and 27 rows (RGB 3x3) as fast or slower.
+/// Forward and grad weights with at most these many (source channel, tap) rows take the
+/// pixel-vector tiles whatever their channel count, where the output rows hold at least
+/// kPixelMinRow positions: the channel-vectorised tile runs so short a reduction that its
+/// transposed stores (grad weights: transposing all of dy) cost more than the FMAs. Zen 5,
+/// 2 threads, against that tile. Forward: 4x1x96x96 -> 64, 3x3 0.90 -> 0.22 ms; 4x1x64x64
+/// -> 64, 5x5 0.46 -> 0.22; 8x2x128x128 -> 32, 3x3 at stride 2 0.29 -> 0.19; 2x1x16000 ->
+/// 512, 10 taps at stride 5 0.73 -> 0.39; RGB 3x3 (27 rows) the same or slower. Grad
+/// weights: 16x1x8192 -> 16, 3 taps 0.72 -> 0.09; that wav2vec layer 0.73 -> 0.38;
+/// 8x1x112x112 -> 32, 3x3 0.59 -> 0.32-0.42; 18-27 rows at stride 1 1.1-1.4x faster but
+/// at stride 2 1.2x slower. Rows of 28 and 14 ran 1.2-3x slower.
+inline constexpr i64 kPixelForwardMaxRows = 25;
 inline constexpr i64 kPixelGradWeightsMaxRows = 16;
-inline constexpr i64 kPixelGradWeightsMinRow = 48;
+inline constexpr i64 kPixelMinRow = 48;
 /// Floats past the padded copy that the last tile's whole vectors may read (never used).
 inline constexpr i64 kPixelSlack = 8 * 16;
 
@@ -160,8 +164,10 @@ struct KvecPlan {
     N = g.N, G = g.G;
     nsrc = grad_inputs ? g.Kg : g.Cg;
     ndst = grad_inputs ? g.Cg : g.Kg;
-    pixel_vectors = ndst < kKvecMinChannels || (grad_weights && nsrc * g.ker_numel <= kPixelGradWeightsMaxRows &&
-                                                 g.out[2] >= kPixelGradWeightsMinRow);
+    const i64 few_rows = p.direction == ConvDirection::forward ? kPixelForwardMaxRows
+                         : grad_weights                          ? kPixelGradWeightsMaxRows
+                                                                 : 0;
+    pixel_vectors = ndst < kKvecMinChannels || (nsrc * g.ker_numel <= few_rows && g.out[2] >= kPixelMinRow);
     ker = g.ker, dil = g.dil;
     taps = g.ker_numel;
     // A 1x1 filter is a plain GEMM (cpu.corrmm needs no column matrix for it), 2-4x faster

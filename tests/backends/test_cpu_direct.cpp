@@ -121,10 +121,12 @@ std::vector<ConvCase> kvec_cases() {
       make_conv_case("2 channels, 1-D stride 2", {2, 3, 50}, {2, 3, 5}, 2, {2}),
       make_conv_case("3 channels, stride 3 on rows", {2, 5, 7, 40}, {3, 5, 3, 4}, Pairs{{1, 1}, {2, 1}}, {2, 3}),
       make_conv_case("1 channel, stride 2 dilated 2", {1, 4, 6, 37}, {1, 4, 3, 3}, 2, {1, 2}, {2, 2}),
-      // Grad weights over at most 16 (input channel, tap) rows and dy rows of 48+ positions
-      // takes the pixel-vector tiles with any channel count (KvecPlan::pixel_vectors):
-      // 16 channels (4 blocks) in 1-D, 12 at stride 2, and groups of 8 (never paired).
+      // Forward over at most 25 (source channel, tap) rows and grad weights over at most 16,
+      // on output rows of 48+ positions, take the pixel-vector tiles with any channel count
+      // (KvecPlan::pixel_vectors): 16 channels (4 blocks) in 1-D, 80 (more than a packed
+      // block), 12 at stride 2, and groups of 8 (never paired).
       make_conv_case("few taps, 16 channels 1-D", {3, 1, 70}, {16, 1, 3}, 1, {1}),
+      make_conv_case("few taps, 80 channels", {2, 1, 2, 50}, {80, 1, 2, 5}, Pairs{{0, 0}, {2, 2}}, {1, 1}),
       make_conv_case("few taps, 12 channels strided", {2, 2, 3, 101}, {12, 2, 1, 4}, Pairs{{0, 0}, {1, 2}}, {1, 2}),
       make_conv_case("few taps, groups of 8", {1, 4, 2, 60}, {16, 2, 1, 5}, Pairs{{0, 0}, {2, 2}}, {1, 1}, {}, false, 2),
       // Row tiles (AVX-512, one vector of destination channels: 16, or two groups of 8): two
@@ -199,8 +201,8 @@ TEST_CASE("direct: the channel-vectorised path matches the reference at every le
       // The path's workspace shows it is taken: with 8+ destination channels a group (K/G,
       // or C/G for grad inputs) in every direction unless grad inputs' padding is wider than
       // the kernel at stride 1; with fewer, forward and grad weights at any stride and grad
-      // inputs at stride 1 (grad weights with few taps' rows: pixel vectors, which always
-      // have a workspace).
+      // inputs at stride 1 (forward and grad weights with few taps' rows: pixel vectors, which
+      // always have a workspace).
       const auto strides = [&](std::size_t from) {
         return std::all_of(p.stride.begin() + static_cast<std::ptrdiff_t>(from), p.stride.begin() + p.ndim,
                            [](auto s) { return s == 1; });

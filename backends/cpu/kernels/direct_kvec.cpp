@@ -670,7 +670,7 @@ void direct_kvec_run(const ConvProblem& p, const ConvTensors& t, const ConvConte
     const i64 qn = pl.grad_inputs ? 1 : std::clamp<i64>(64 / T, 1, Q), nq = (Q + qn - 1) / qn;
     parallel_over(ctx, GU * nkb * nq, [&](i64 begin, i64 end) {
       std::vector<float> runs(static_cast<std::size_t>(pl.grad_inputs ? 0 : B * qn * T));
-      const float* from[kKvecMaxBlock];
+      std::vector<const float*> from(static_cast<std::size_t>(B));  // pixel vectors: every channel
       for (i64 idx = begin; idx < end; ++idx) {
         const i64 q0 = idx % nq * qn, q1 = std::min(Q, q0 + qn), kb = idx / nq % nkb, gu = idx / nq / nkb;
         const i64 nd = std::min<i64>(B, ndu - kb * B);  // lanes past the last channel: zeros
