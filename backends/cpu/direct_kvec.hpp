@@ -24,8 +24,10 @@
 // whose two groups' channels alternate likewise).
 // Fewer than kKvecMinChannels destination channels turn the vectors around (pixel_vectors):
 // forward and grad inputs hold a row's consecutive positions in the vectors and broadcast
-// the weights; grad weights holds positions of dy and x rows and sums the lanes at the end
-// (also with more channels where the (input channel, tap) rows are few and dy's rows long).
+// the weights; grad weights holds positions of dy and x rows and sums the lanes at the end.
+// Forward and grad weights take them with more channels too where the (source channel, tap)
+// rows are few and the output rows long (kPixelForwardMaxRows). At a stride along the rows
+// the source copy holds each row's columns phase by phase (KvecPlan::column_offset).
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -144,7 +146,7 @@ struct KvecPlan {
   /// a stride-1 correlation of dy with the taps that reach it; pstride is 1 otherwise.
   std::array<i64, 3> pstride{1, 1, 1}, pad{};
   i64 phases = 1;
-  bool pixel_vectors = false;  ///< fewer than kKvecMinChannels: positions in the vectors
+  bool pixel_vectors = false;  ///< positions in the vectors (few channels, or few taps' rows)
   /// Pixel vectors at stride s along the rows: each padded row is s runs of phase_columns,
   /// run f holding the columns f, f + s, ... (column_offset); 1 and the row's width otherwise.
   i64 column_phases = 1, phase_columns = 0;
@@ -164,10 +166,10 @@ struct KvecPlan {
     N = g.N, G = g.G;
     nsrc = grad_inputs ? g.Kg : g.Cg;
     ndst = grad_inputs ? g.Cg : g.Kg;
-    const i64 few_rows = p.direction == ConvDirection::forward ? kPixelForwardMaxRows
-                         : grad_weights                          ? kPixelGradWeightsMaxRows
-                                                                 : 0;
-    pixel_vectors = ndst < kKvecMinChannels || (nsrc * g.ker_numel <= few_rows && g.out[2] >= kPixelMinRow);
+    const i64 pixel_max_rows = p.direction == ConvDirection::forward ? kPixelForwardMaxRows
+                               : grad_weights                          ? kPixelGradWeightsMaxRows
+                                                                       : 0;
+    pixel_vectors = ndst < kKvecMinChannels || (nsrc * g.ker_numel <= pixel_max_rows && g.out[2] >= kPixelMinRow);
     ker = g.ker, dil = g.dil;
     taps = g.ker_numel;
     // A 1x1 filter is a plain GEMM (cpu.corrmm needs no column matrix for it), 2-4x faster

@@ -203,13 +203,11 @@ TEST_CASE("direct: the channel-vectorised path matches the reference at every le
       // the kernel at stride 1; with fewer, forward and grad weights at any stride and grad
       // inputs at stride 1 (forward and grad weights with few taps' rows: pixel vectors, which
       // always have a workspace).
-      const auto strides = [&](std::size_t from) {
-        return std::all_of(p.stride.begin() + static_cast<std::ptrdiff_t>(from), p.stride.begin() + p.ndim,
-                           [](auto s) { return s == 1; });
-      };
+      const bool unit_strides =
+          std::all_of(p.stride.begin(), p.stride.begin() + p.ndim, [](auto s) { return s == 1; });
       const std::int64_t ndst = dir == ConvDirection::grad_inputs ? p.Cg() : p.Kg();
       const bool kvec = ndst >= 8 ? dir != ConvDirection::grad_inputs || c.name != "pad wider than the kernel"
-                                  : dir != ConvDirection::grad_inputs || strides(0);
+                                  : dir != ConvDirection::grad_inputs || unit_strides;
       INFO(c.name << " " << p.key());
       CHECK((direct->workspace_bytes(p) > 0) == kvec);
       for (CpuIsa isa : levels_to_check()) {
