@@ -147,9 +147,9 @@ struct KvecPlan {
   std::array<i64, 3> pstride{1, 1, 1}, pad{};
   i64 phases = 1;
   bool pixel_vectors = false;  ///< positions in the vectors (few channels, or few taps' rows)
-  /// Pixel vectors at stride s along the rows: each padded row is s runs of phase_columns,
-  /// run f holding the columns f, f + s, ... (column_offset); 1 and the row's width otherwise.
-  i64 column_phases = 1, phase_columns = 0;
+  /// Pixel vectors at stride s along the rows: each padded row is s equal runs, run f
+  /// holding the columns f, f + s, ... (column_offset); 1 otherwise.
+  i64 column_phases = 1;
   /// kKvecMinChannels destination channels in an even number of groups: a level whose
   /// vectors hold twice that runs the groups in pairs (paired()).
   bool pair_groups = false;
@@ -212,8 +212,7 @@ struct KvecPlan {
       // Strided rows: the copy holds each row's columns phase by phase (column_offset), so
       // a vector's positions, a stride apart in the source, read consecutive floats.
       column_phases = stride[2];
-      phase_columns = (padded[2] + column_phases - 1) / column_phases;
-      padded[2] = column_phases * phase_columns;
+      padded[2] = (padded[2] + column_phases - 1) / column_phases * column_phases;
     }
     pair_groups = !pixel_vectors && ndst == kKvecMinChannels && G % 2 == 0;
     if (!copy_src) padded = src;  // read the source in place, with its own row lengths
@@ -251,7 +250,7 @@ struct KvecPlan {
 
   /// Where padded column c of a row lies in the copy's row (column_phases).
   i64 column_offset(i64 c) const {
-    return column_phases == 1 ? c : c % column_phases * phase_columns + c / column_phases;
+    return column_phases == 1 ? c : c % column_phases * (padded[2] / column_phases) + c / column_phases;
   }
 
   /// Phased (strided grad inputs): some pstride > 1. `phases` may still be 1 (every strided
